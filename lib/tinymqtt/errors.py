@@ -1,0 +1,33 @@
+# One exception family for every rule broken, carrying the MQTT reason code.
+# RemoteProtocolError: the peer sent something the spec forbids (close that connection).
+# LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
+
+
+class MQTTError(Exception):
+    def __init__(self, reason, msg=""):
+        super().__init__(reason, msg)
+        self.reason = reason
+        self.msg = msg
+
+    def __str__(self):
+        try:
+            from tinymqtt.reasons import name
+            return "%s (0x%02X %s)" % (self.msg, self.reason, name(self.reason))
+        except ImportError:  # a trimmed board build may drop the names table
+            return "%s (0x%02X)" % (self.msg, self.reason)
+
+
+class RemoteProtocolError(MQTTError):
+    pass
+
+
+class LocalProtocolError(MQTTError):
+    pass
+
+
+def malformed(msg):
+    return RemoteProtocolError(0x81, msg)
+
+
+def protocol_error(msg):
+    return RemoteProtocolError(0x82, msg)

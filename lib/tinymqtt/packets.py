@@ -1,0 +1,413 @@
+# Every control packet of MQTT 3.1 (level 3), 3.1.1 (level 4) and 5.0 (level 5), in both directions:
+# encode into a caller-owned buffer (one pass to size, one to write: no allocation), decode from a
+# memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
+# is a memoryview into the caller's buffer, valid until that buffer is reused.
+from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.wire import Reader, put_u8, put_u16, put_vbi, put_raw, put_str, vbi_len, MAX_VBI
+from tinymqtt import props as P
+
+CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
+SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 8, 9, 10, 11, 12, 13, 14, 15
+NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
+         "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH")
+V31, V311, V5 = 3, 4, 5
+MAX_PACKET = 5 + MAX_VBI  # the largest packet the protocol can express
+
+# The reason codes each v5 packet may carry (spec 2.4); anything else is a Protocol Error.
+_PUB_RC = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
+_REL_RC = b"\x00\x92"
+REASONS = {
+    CONNACK: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",
+    PUBACK: _PUB_RC, PUBREC: _PUB_RC, PUBREL: _REL_RC, PUBCOMP: _REL_RC,
+    SUBACK: b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2",
+    UNSUBACK: b"\x00\x11\x80\x83\x87\x8f\x91",
+    DISCONNECT: b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c"
+                b"\x9d\x9e\x9f\xa0\xa1\xa2",
+    AUTH: b"\x00\x18\x19",
+}
+_V3_SUBACK = (b"\x00\x01\x02", b"\x00\x01\x02\x80")  # 3.1, 3.1.1
+
+
+class Packet:
+    """One control packet. Defaults live on the class, so a packet holds only the fields it sets.
+    A Will is a Packet(PUBLISH) with topic, payload, qos, retain and props."""
+    FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
+              "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
+    type = 0
+    pid = 0
+    reason = 0
+    props = None
+    topic = None
+    payload = b""
+    qos = 0
+    retain = False
+    dup = False
+    topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
+    codes = None  # SUBACK / UNSUBACK reason codes
+    session_present = False
+    version = 5  # set by decoding a CONNECT
+    client_id = ""
+    clean = True
+    keepalive = 0
+    username = None
+    password = None
+    will = None
+
+    def __init__(self, type, **fields):
+        self.type = type
+        for k in fields:
+            setattr(self, k, fields[k])
+
+    def __eq__(self, other):
+        if not isinstance(other, Packet):
+            return False
+        for f in self.FIELDS:
+            a, b = getattr(self, f), getattr(other, f)
+            if isinstance(a, memoryview):
+                a = bytes(a)
+            if isinstance(b, memoryview):
+                b = bytes(b)
+            if a != b:
+                return False
+        return True
+
+    def __repr__(self):
+        out = [NAMES[self.type] if 0 <= self.type < 16 else str(self.type)]
+        for f in self.FIELDS[1:]:
+            v = getattr(self, f)
+            if v != getattr(Packet, f):
+                if f == "password":
+                    v = "***"  # credentials never reach logs
+                elif isinstance(v, memoryview):
+                    v = bytes(v)
+                out.append("%s=%r" % (f, v))
+        return "<" + " ".join(out) + ">"
+
+
+def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
+    """The SUBSCRIBE options byte (v5 3.8.3.1); 3.x uses only the QoS bits."""
+    return qos | no_local << 2 | retain_as_published << 3 | retain_handling << 4
+
+
+# ---------------------------------------------------------------- framing and decoding
+
+def frame(buf, n, max_size=MAX_PACKET):
+    """Total length of the packet starting at buf[0] given n bytes so far, or 0 while the fixed header is
+    incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
+    rl = 0
+    for i in range(1, 5):
+        if i >= n:
+            return 0
+        d = buf[i]
+        rl |= (d & 0x7F) << (7 * i - 7)
+        if not d & 0x80:
+            if i + 1 + rl > max_size:
+                raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
+                                          % (i + 1 + rl, max_size))
+            return i + 1 + rl
+    raise malformed("Remaining Length longer than 4 bytes")
+
+
+def decode(mv, version=V5):
+    """Decodes the one whole packet in mv (a memoryview or bytes); raises RemoteProtocolError."""
+    n = len(mv)
+    if n < 2:
+        raise malformed("packet shorter than its 2-byte fixed header")
+    t, flags = mv[0] >> 4, mv[0] & 15
+    r = Reader(mv, 1, n)
+    rl = r.vbi("Remaining Length")
+    if r.pos + rl != n:
+        raise malformed("Remaining Length %d disagrees with the %d bytes that follow it" % (rl, n - r.pos))
+    if t == 0 or (t == AUTH and version < V5):
+        raise malformed("reserved packet type %d" % t)
+    if t != PUBLISH:
+        want = 2 if t in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0
+        if version == V31:  # 3.1 leaves these bits unused, except QoS 1 on the three above (DUP allowed)
+            flags &= 6 if want else 0
+        if flags != want:
+            raise malformed("%s fixed header flags must be %s, got %s" % (NAMES[t], bin(want), bin(flags)))
+    p = Packet(t)
+    _DECODE[t](r, p, flags, version)
+    if r.pos != n:
+        raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
+    return p
+
+
+def _pid(r):
+    v = r.u16("packet identifier")
+    if not v:
+        raise malformed("packet identifier 0")
+    return v
+
+
+def _reason(r, p, allowed):
+    c = r.u8("reason code")
+    if c not in allowed:
+        raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[p.type]))
+    p.reason = c
+
+
+def _props(r, p, t):
+    p.props = P.read(r, t) or None
+
+
+def _d_connect(r, p, flags, v):
+    name, level = r.str("protocol name"), r.u8("protocol level")
+    if not ((name == "MQIsdp" and level == V31) or (name == "MQTT" and V311 <= level <= V5)):
+        raise RemoteProtocolError(0x84, "unsupported protocol %r level %d" % (name, level))
+    p.version = v = level
+    f = r.u8("connect flags")
+    if f & 1:
+        raise malformed("reserved CONNECT flag (bit 0) is set")
+    wq = f >> 3 & 3
+    if wq == 3:
+        raise malformed("Will QoS 3")
+    if not f & 4 and f & 0x38:
+        raise malformed("Will QoS or Will Retain set without the Will flag")
+    if v < V5 and f & 0x40 and not f & 0x80:
+        raise malformed("password without a user name")
+    p.clean = bool(f & 2)
+    p.keepalive = r.u16("keep alive")
+    if v == V5:
+        _props(r, p, CONNECT)
+    p.client_id = r.str("client identifier")
+    if f & 4:
+        w = p.will = Packet(PUBLISH, qos=wq, retain=bool(f & 0x20))
+        if v == V5:
+            _props(r, w, P.WILL)
+        w.topic = r.str("will topic")
+        w.payload = r.bin("will payload")
+    if f & 0x80:
+        p.username = r.str("user name")
+    if f & 0x40:
+        p.password = r.bin("password")
+
+
+def _d_connack(r, p, flags, v):
+    f = r.u8("connect acknowledge flags")
+    if v == V31:
+        f = 0  # 3.1: the first byte is unused
+    elif f & 0xFE:
+        raise malformed("reserved CONNACK flag bits set: %s" % bin(f))
+    p.session_present = bool(f & 1)
+    if v == V5:
+        _reason(r, p, REASONS[CONNACK])
+        _props(r, p, CONNACK)
+    else:
+        p.reason = r.u8("connect return code")
+        if p.reason > 5:
+            raise malformed("CONNACK return code %d is reserved" % p.reason)
+    if p.reason and p.session_present:
+        raise protocol_error("CONNACK refuses the connection but says session present")
+
+
+def _d_publish(r, p, flags, v):
+    q = flags >> 1 & 3
+    if q == 3:
+        raise malformed("PUBLISH with QoS 3")
+    if flags & 8 and not q:
+        raise malformed("DUP set on a QoS 0 PUBLISH")
+    p.qos, p.dup, p.retain = q, bool(flags & 8), bool(flags & 1)
+    p.topic = t = r.str("topic name")
+    if "+" in t or "#" in t:
+        raise RemoteProtocolError(0x90, "wildcard in topic name %r" % t)
+    if q:
+        p.pid = _pid(r)
+    if v == V5:
+        _props(r, p, PUBLISH)
+    if not t and not (p.props and P.TOPIC_ALIAS in p.props):
+        raise protocol_error("empty topic name without a topic alias")
+    p.payload = r.rest()
+
+
+def _d_ack(r, p, flags, v):  # PUBACK, PUBREC, PUBREL, PUBCOMP: short forms of length 2 and 3 in v5
+    p.pid = _pid(r)
+    if v == V5 and r.more():
+        _reason(r, p, REASONS[p.type])
+        if r.more():
+            _props(r, p, p.type)
+
+
+def _d_subscribe(r, p, flags, v):
+    p.pid = _pid(r)
+    if v == V5:
+        _props(r, p, SUBSCRIBE)
+    p.topics = []
+    while r.more():
+        f, o = r.str("topic filter"), r.u8("subscription options")
+        if o & 3 == 3:
+            raise malformed("subscription QoS 3 for %r" % f)
+        if o & (0xC0 if v == V5 else 0xFC):
+            raise malformed("reserved subscription option bits set for %r" % f)
+        if o >> 4 & 3 == 3:
+            raise protocol_error("retain handling 3 for %r" % f)
+        p.topics.append((f, o))
+    if not p.topics:
+        raise protocol_error("SUBSCRIBE without a topic filter")
+
+
+def _d_unsubscribe(r, p, flags, v):
+    p.pid = _pid(r)
+    if v == V5:
+        _props(r, p, UNSUBSCRIBE)
+    p.topics = []
+    while r.more():
+        p.topics.append(r.str("topic filter"))
+    if not p.topics:
+        raise protocol_error("UNSUBSCRIBE without a topic filter")
+
+
+def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is the packet id alone)
+    p.pid = _pid(r)
+    if v < V5 and p.type == UNSUBACK:
+        return
+    if v == V5:
+        _props(r, p, p.type)
+    allowed = REASONS[p.type] if v == V5 else _V3_SUBACK[v - V31]
+    p.codes = []
+    while r.more():
+        c = r.u8()
+        if c not in allowed:
+            raise protocol_error("%s reason code 0x%02X is not allowed" % (NAMES[p.type], c))
+        p.codes.append(c)
+    if not p.codes:
+        raise protocol_error("%s without reason codes" % NAMES[p.type])
+
+
+def _d_empty(r, p, flags, v):  # PINGREQ, PINGRESP; DISCONNECT and AUTH in v5 may carry reason + props
+    if v == V5 and r.more() and p.type >= DISCONNECT:
+        _reason(r, p, REASONS[p.type])
+        if r.more():
+            _props(r, p, p.type)
+
+
+_DECODE = (None, _d_connect, _d_connack, _d_publish, _d_ack, _d_ack, _d_ack, _d_ack, _d_subscribe, _d_suback,
+           _d_unsubscribe, _d_suback, _d_empty, _d_empty, _d_empty, _d_empty)
+
+
+# ---------------------------------------------------------------- encoding
+
+def _header(buf, first, n):
+    total = 1 + vbi_len(n) + n
+    if total > len(buf):
+        raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d-byte buffer" % (total, len(buf)))
+    buf[0] = first
+    return put_vbi(buf, 1, n)
+
+
+def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0):
+    """Writes a PUBLISH into buf and returns its length. Allocates nothing when topic is bytes (cache the
+    encoded topic) and props is None; `alias` adds a Topic Alias property (send topic b"" to use it alone)."""
+    if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
+        raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
+    if alias and version < V5:
+        raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
+    if isinstance(topic, str):
+        topic = topic.encode()
+    extra = 3 if alias else 0
+    n = 2 + len(topic) + len(payload) + (2 if qos else 0)
+    if version == V5:
+        n += P.block_len(props, PUBLISH, extra)
+    pos = _header(buf, 0x30 | dup << 3 | qos << 1 | retain, n)
+    pos = put_str(buf, pos, topic)
+    if qos:
+        pos = put_u16(buf, pos, pid)
+    if version == V5:
+        pos = P.put(buf, pos, props, PUBLISH, extra)
+        if alias:
+            pos = put_u16(buf, put_u8(buf, pos, P.TOPIC_ALIAS), alias)
+    return put_raw(buf, pos, payload)
+
+
+def encode(buf, p, version=V5):
+    """Writes packet p into buf for the given protocol level; returns its length."""
+    t = p.type
+    if t == PUBLISH:
+        return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props)
+    if not 0 < t < 16 or (t == AUTH and version < V5):
+        raise LocalProtocolError(0x82, "no packet type %d in MQTT level %d" % (t, version))
+    body = _ENCODE[t]
+    n = body(None, 0, p, version)
+    pos = _header(buf, t << 4 | (2 if t in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0), n)
+    return body(buf, pos, p, version)
+
+
+def _need_pid(p):
+    if not 0 < p.pid < 65536:
+        raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535, got %r" % (NAMES[p.type], p.pid))
+    return p.pid
+
+
+def _e_connect(b, pos, p, v):
+    w = p.will
+    if v == V31 and not 0 < len(p.client_id) <= 23:
+        raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+    if v < V5 and p.password is not None and p.username is None:
+        raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name")
+    if not 0 <= p.keepalive <= 65535 or (w and not 0 <= w.qos <= 2):
+        raise LocalProtocolError(0x81, "keepalive must be 0-65535 and will QoS 0-2")
+    f = (p.username is not None) << 7 | (p.password is not None) << 6 | bool(p.clean) << 1
+    if w:
+        f |= 4 | w.qos << 3 | bool(w.retain) << 5
+    pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
+    pos = put_u16(b, put_u8(b, put_u8(b, pos, v), f), p.keepalive)
+    if v == V5:
+        pos = P.put(b, pos, p.props, CONNECT)
+    pos = put_str(b, pos, p.client_id)
+    if w:
+        if v == V5:
+            pos = P.put(b, pos, w.props, P.WILL)
+        pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+    if p.username is not None:
+        pos = put_str(b, pos, p.username)
+    if p.password is not None:
+        pos = put_str(b, pos, p.password)
+    return pos
+
+
+def _e_connack(b, pos, p, v):
+    pos = put_u8(b, put_u8(b, pos, bool(p.session_present)), p.reason)
+    return P.put(b, pos, p.props, CONNACK) if v == V5 else pos
+
+
+def _e_ack(b, pos, p, v):  # PUBACK..PUBCOMP, and DISCONNECT/AUTH (no pid): the shortest form that says it all
+    if p.type < DISCONNECT:
+        pos = put_u16(b, pos, _need_pid(p))
+    if v == V5 and (p.reason or p.props):
+        pos = put_u8(b, pos, p.reason)
+        if p.props:
+            pos = P.put(b, pos, p.props, p.type)
+    return pos
+
+
+def _e_subscribe(b, pos, p, v):  # SUBSCRIBE and UNSUBSCRIBE
+    pos = put_u16(b, pos, _need_pid(p))
+    if v == V5:
+        pos = P.put(b, pos, p.props, p.type)
+    if not p.topics:
+        raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[p.type])
+    for t in p.topics:
+        if p.type == SUBSCRIBE:
+            pos = put_u8(b, put_str(b, pos, t[0]), t[1])
+        else:
+            pos = put_str(b, pos, t)
+    return pos
+
+
+def _e_suback(b, pos, p, v):  # SUBACK and UNSUBACK
+    pos = put_u16(b, pos, _need_pid(p))
+    if v < V5 and p.type == UNSUBACK:
+        return pos
+    if v == V5:
+        pos = P.put(b, pos, p.props, p.type)
+    for c in p.codes:
+        pos = put_u8(b, pos, c)
+    return pos
+
+
+def _e_empty(b, pos, p, v):
+    return _e_ack(b, pos, p, v) if p.type >= DISCONNECT else pos
+
+
+_ENCODE = (None, _e_connect, _e_connack, None, _e_ack, _e_ack, _e_ack, _e_ack, _e_subscribe, _e_suback,
+           _e_subscribe, _e_suback, _e_empty, _e_empty, _e_empty, _e_empty)

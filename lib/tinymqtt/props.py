@@ -1,0 +1,168 @@
+# MQTT 5 properties (spec 2.2.2): the identifier table with each property's type and the packets it may
+# appear in, and reading/writing a property block. Properties travel as a dict {identifier: value};
+# User Property (and Subscription Identifier in PUBLISH) may repeat, so their value is a list.
+from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
+from tinymqtt.wire import put_u8, put_u16, put_u32, put_vbi, put_str, vbi_len
+
+PAYLOAD_FORMAT_INDICATOR = 0x01
+MESSAGE_EXPIRY_INTERVAL = 0x02
+CONTENT_TYPE = 0x03
+RESPONSE_TOPIC = 0x08
+CORRELATION_DATA = 0x09
+SUBSCRIPTION_IDENTIFIER = 0x0B
+SESSION_EXPIRY_INTERVAL = 0x11
+ASSIGNED_CLIENT_IDENTIFIER = 0x12
+SERVER_KEEP_ALIVE = 0x13
+AUTHENTICATION_METHOD = 0x15
+AUTHENTICATION_DATA = 0x16
+REQUEST_PROBLEM_INFORMATION = 0x17
+WILL_DELAY_INTERVAL = 0x18
+REQUEST_RESPONSE_INFORMATION = 0x19
+RESPONSE_INFORMATION = 0x1A
+SERVER_REFERENCE = 0x1C
+REASON_STRING = 0x1F
+RECEIVE_MAXIMUM = 0x21
+TOPIC_ALIAS_MAXIMUM = 0x22
+TOPIC_ALIAS = 0x23
+MAXIMUM_QOS = 0x24
+RETAIN_AVAILABLE = 0x25
+USER_PROPERTY = 0x26
+MAXIMUM_PACKET_SIZE = 0x27
+WILDCARD_SUBSCRIPTION_AVAILABLE = 0x28
+SUBSCRIPTION_IDENTIFIER_AVAILABLE = 0x29
+SHARED_SUBSCRIPTION_AVAILABLE = 0x2A
+
+# Value types. BOOL is a byte that must be 0 or 1.
+BYTE, BOOL, U16, U32, VBI, STR, BIN, PAIR = 1, 2, 3, 4, 5, 6, 7, 8
+
+# Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
+WILL = 0
+_CONNECT, _CONNACK, _PUBLISH, _SUBSCRIBE, _DISCONNECT, _AUTH = 2, 4, 8, 256, 16384, 32768
+_W = 1
+# PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
+_ACKS = 0xF0 | 1 << 9 | 1 << 11 | _DISCONNECT | _AUTH
+
+TABLE = {
+    0x01: (BOOL, _PUBLISH | _W),
+    0x02: (U32, _PUBLISH | _W),
+    0x03: (STR, _PUBLISH | _W),
+    0x08: (STR, _PUBLISH | _W),
+    0x09: (BIN, _PUBLISH | _W),
+    0x0B: (VBI, _PUBLISH | _SUBSCRIBE),
+    0x11: (U32, _CONNECT | _CONNACK | _DISCONNECT),
+    0x12: (STR, _CONNACK),
+    0x13: (U16, _CONNACK),
+    0x15: (STR, _CONNECT | _CONNACK | _AUTH),
+    0x16: (BIN, _CONNECT | _CONNACK | _AUTH),
+    0x17: (BOOL, _CONNECT),
+    0x18: (U32, _W),
+    0x19: (BOOL, _CONNECT),
+    0x1A: (STR, _CONNACK),
+    0x1C: (STR, _CONNACK | _DISCONNECT),
+    0x1F: (STR, _CONNACK | _ACKS),
+    0x21: (U16, _CONNECT | _CONNACK),
+    0x22: (U16, _CONNECT | _CONNACK),
+    0x23: (U16, _PUBLISH),
+    0x24: (BOOL, _CONNACK),
+    0x25: (BOOL, _CONNACK),
+    0x26: (PAIR, 0xFFFF),
+    0x27: (U32, _CONNECT | _CONNACK),
+    0x28: (BOOL, _CONNACK),
+    0x29: (BOOL, _CONNACK),
+    0x2A: (BOOL, _CONNACK),
+}
+
+# Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
+_NONZERO = (0x21, 0x27, 0x0B)
+
+
+def _repeats(pid, ptype):
+    return pid == 0x26 or (pid == 0x0B and ptype == 3)
+
+
+def read(r, ptype):
+    """Reads a property block (length + properties) for packet type ptype (WILL for will properties)."""
+    n = r.vbi("property length")
+    end = r.pos + n
+    if end > r.end:
+        raise malformed("property length %d runs past the end of the packet" % n)
+    props = {}
+    while r.pos < end:
+        pid = r.vbi("property identifier")
+        spec = TABLE.get(pid)
+        if spec is None or not spec[1] & (1 << ptype):
+            raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
+        t = spec[0]
+        if t == BYTE or t == BOOL:
+            v = r.u8()
+            if v > 1:
+                raise protocol_error("property 0x%02X must be 0 or 1, got %d" % (pid, v))
+        elif t == U16:
+            v = r.u16()
+        elif t == U32:
+            v = r.u32()
+        elif t == VBI:
+            v = r.vbi()
+        elif t == STR:
+            v = r.str("property 0x%02X" % pid)
+        elif t == BIN:
+            v = r.bin()
+        else:
+            v = (r.str("user property name"), r.str("user property value"))
+        if v == 0 and pid in _NONZERO:
+            raise protocol_error("property 0x%02X must not be 0" % pid)
+        if _repeats(pid, ptype):
+            props.setdefault(pid, []).append(v)
+        elif pid in props:
+            raise protocol_error("property 0x%02X appears more than once" % pid)
+        else:
+            props[pid] = v
+        if r.pos > end:
+            raise malformed("property 0x%02X runs past the property length" % pid)
+    return props
+
+
+def _put_one(b, pos, pid, t, v):
+    pos = put_vbi(b, pos, pid)
+    if t == BYTE or t == BOOL:
+        return put_u8(b, pos, v)
+    if t == U16:
+        return put_u16(b, pos, v)
+    if t == U32:
+        return put_u32(b, pos, v)
+    if t == VBI:
+        return put_vbi(b, pos, v)
+    if t == PAIR:
+        return put_str(b, put_str(b, pos, v[0]), v[1])
+    return put_str(b, pos, v)
+
+
+def _put_body(b, pos, props, ptype):
+    for pid in props:
+        spec = TABLE.get(pid)
+        if spec is None or not spec[1] & (1 << ptype):
+            raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
+        v = props[pid]
+        if _repeats(pid, ptype) and isinstance(v, list):
+            for x in v:
+                pos = _put_one(b, pos, pid, spec[0], x)
+        else:
+            pos = _put_one(b, pos, pid, spec[0], v)
+    return pos
+
+
+def size(props, ptype):
+    """Bytes of the property block's body (without its length prefix)."""
+    return _put_body(None, 0, props, ptype) if props else 0
+
+
+def put(b, pos, props, ptype, extra=0):
+    """Writes a property block; `extra` reserves body bytes the caller writes right after (a topic alias)."""
+    n = size(props, ptype)
+    pos = put_vbi(b, pos, n + extra)
+    return _put_body(b, pos, props, ptype) if props else pos
+
+
+def block_len(props, ptype, extra=0):
+    n = size(props, ptype) + extra
+    return vbi_len(n) + n
