@@ -91,14 +91,14 @@ def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handlin
 
 # ---------------------------------------------------------------- framing and decoding
 
-def frame(buf, n, max_size=MAX_PACKET):
-    """Total length of the packet starting at buf[0] given n bytes so far, or 0 while the fixed header is
-    incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
+def frame(buf, n, max_size=MAX_PACKET, pos=0):
+    """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
+    header is incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
     rl = 0
     for i in range(1, 5):
         if i >= n:
             return 0
-        d = buf[i]
+        d = buf[pos + i]
         rl |= (d & 0x7F) << (7 * i - 7)
         if not d & 0x80:
             if i + 1 + rl > max_size:
@@ -287,17 +287,18 @@ _DECODE = (None, _d_connect, _d_connack, _d_publish, _d_ack, _d_ack, _d_ack, _d_
 
 # ---------------------------------------------------------------- encoding
 
-def _header(buf, first, n):
+def _header(buf, off, first, n):
     total = 1 + vbi_len(n) + n
-    if total > len(buf):
-        raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d-byte buffer" % (total, len(buf)))
-    buf[0] = first
-    return put_vbi(buf, 1, n)
+    if off + total > len(buf):
+        raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
+                                 % (total, len(buf) - off))
+    buf[off] = first
+    return put_vbi(buf, off + 1, n)
 
 
-def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0):
-    """Writes a PUBLISH into buf and returns its length. Allocates nothing when topic is bytes (cache the
-    encoded topic) and props is None; `alias` adds a Topic Alias property (send topic b"" to use it alone)."""
+def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0):
+    """Writes a PUBLISH into buf at off and returns its length. Allocates nothing when topic is bytes (cache
+    the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone)."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if alias and version < V5:
@@ -308,7 +309,7 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     n = 2 + len(topic) + len(payload) + (2 if qos else 0)
     if version == V5:
         n += P.block_len(props, PUBLISH, extra)
-    pos = _header(buf, 0x30 | dup << 3 | qos << 1 | retain, n)
+    pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
     pos = put_str(buf, pos, topic)
     if qos:
         pos = put_u16(buf, pos, pid)
@@ -316,20 +317,20 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         pos = P.put(buf, pos, props, PUBLISH, extra)
         if alias:
             pos = put_u16(buf, put_u8(buf, pos, P.TOPIC_ALIAS), alias)
-    return put_raw(buf, pos, payload)
+    return put_raw(buf, pos, payload) - off
 
 
-def encode(buf, p, version=V5):
-    """Writes packet p into buf for the given protocol level; returns its length."""
+def encode(buf, p, version=V5, off=0):
+    """Writes packet p into buf at off for the given protocol level; returns its length."""
     t = p.type
     if t == PUBLISH:
-        return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props)
+        return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
     if not 0 < t < 16 or (t == AUTH and version < V5):
         raise LocalProtocolError(0x82, "no packet type %d in MQTT level %d" % (t, version))
     body = _ENCODE[t]
     n = body(None, 0, p, version)
-    pos = _header(buf, t << 4 | (2 if t in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0), n)
-    return body(buf, pos, p, version)
+    pos = _header(buf, off, t << 4 | (2 if t in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0), n)
+    return body(buf, pos, p, version) - off
 
 
 def _need_pid(p):
