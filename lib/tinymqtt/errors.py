@@ -31,3 +31,11 @@ def malformed(msg):
 
 def protocol_error(msg):
     return RemoteProtocolError(0x82, msg)
+
+
+class ConnectError(MQTTError):
+    """The server refused the connection (CONNACK with a failure code; 3.x codes mapped to v5 ones)."""
+
+
+class ConnectionLost(MQTTError):
+    """The link is gone: keep-alive expired, the server sent DISCONNECT, or the transport closed."""

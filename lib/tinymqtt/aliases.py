@@ -1,0 +1,38 @@
+# Outbound MQTT 5 topic aliases for one connection: topics get aliases up to the server's Topic Alias
+# Maximum, the least recently used one is reassigned when they run out. A hit allocates nothing.
+
+
+class TopicAliases:
+    def __init__(self):
+        self.reset(0)
+
+    def reset(self, maximum):
+        """A new connection: every alias is forgotten (spec 3.3.2.3.4)."""
+        self.max = maximum
+        self.alias = {}  # encoded topic -> alias
+        self.topic = [None] * (maximum + 1)
+        self.used = [0] * (maximum + 1)
+        self.clock = 0
+
+    def lookup(self, topic):
+        """alias > 0: send the alias alone; alias < 0: send topic and alias -alias (new mapping); 0: none."""
+        if not self.max:
+            return 0
+        self.clock += 1
+        a = self.alias.get(topic, 0)
+        if a:
+            self.used[a] = self.clock
+            return a
+        a = 1
+        for i in range(1, self.max + 1):  # a free alias, else the least recently used one
+            if self.topic[i] is None:
+                a = i
+                break
+            if self.used[i] < self.used[a]:
+                a = i
+        old = self.topic[a]
+        if old is not None:
+            del self.alias[old]
+        self.topic[a], self.used[a] = topic, self.clock
+        self.alias[topic] = a
+        return -a

@@ -1,0 +1,230 @@
+# The blocking client: a thin driver over Session (which makes every protocol decision) and a port
+# (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
+# link alive, and reconnects with exponential backoff and jitter when the link is lost.
+from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
+from tinymqtt.session import Session, ticks_diff, CONNECTED, DISCONNECTED, LOST
+from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT
+
+try:
+    from random import getrandbits
+except ImportError:  # some MicroPython builds
+    from os import urandom
+
+    def getrandbits(n):
+        return urandom(1)[0] & ((1 << n) - 1)
+
+
+_LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
+
+
+def _default_port():
+    import tinymqtt_port
+    return tinymqtt_port
+
+
+class Client:
+    """client = Client("broker", client_id="dev1", version=5, keepalive=30); client.connect();
+    client.publish("a/b", b"hi", qos=1); client.loop(1.0). Session options pass through (see Session)."""
+
+    def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
+                 backoff_max_ms=30000, batch=False, port_impl=None, **session_options):
+        self.host, self.port, self.tls = host, port, tls
+        self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
+        self.batch = batch  # True: publish() leaves packets in the buffer until it fills or loop() runs
+        self.p = port_impl or _default_port()
+        self.session = Session(on_event=self._event, **session_options)
+        self.transport = None
+        self.on_message = None  # fn(message) for messages no subscribe(handler=...) claimed
+        self.on_connect = None  # fn(connack)
+        self.on_disconnect = None  # fn(error)
+        self.on_event = None  # fn(event, value, reason): every other session event (LOST, acks, AUTH...)
+        self.last_error = None
+        self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
+        self._backoff = 0
+        self._next_try = 0
+
+    # ---------------------------------------------------------------- connection
+
+    def connect(self, timeout=10.0):
+        """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
+        self._open()
+        deadline_ok = self._wait(lambda: self.session.state == CONNECTED, timeout, raise_errors=True)
+        if not deadline_ok:
+            self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
+            raise self.last_error
+        return self.session.session_present
+
+    def _open(self):
+        s = self.session
+        self.p.network_up()
+        self.transport = self.p.open(self.host, self.port, self.tls)
+        s.connect(self.p.ticks_ms())
+        self.flush()
+
+    def _close(self, err):
+        self.last_error = err
+        if self.transport:
+            try:
+                self.flush()  # a DISCONNECT with the reason code may be waiting
+            except (OSError, MQTTError):
+                pass
+            self.transport.close()
+            self.transport = None
+        self.session.connection_lost()
+        delay = self._backoff or self.backoff_min_ms
+        self._backoff = min(delay * 2, self.backoff_max_ms)
+        jitter = delay // 4
+        self._next_try = self.p.ticks_ms() + delay - jitter + (getrandbits(16) % (2 * jitter + 1) if jitter else 0)
+        if self.on_disconnect:
+            self.on_disconnect(err)
+
+    def disconnect(self, reason=0, props=None):
+        """A clean DISCONNECT (the will is discarded unless reason is 0x04); no reconnect after it."""
+        self.reconnect = False
+        if self.transport:
+            self.session.disconnect(reason, props)
+            self._close(None)
+
+    def is_connected(self):
+        return self.session.state == CONNECTED
+
+    # ---------------------------------------------------------------- requests
+
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30.0):
+        """Queues the message and returns its packet id at once (0 for QoS 0); waits only while every
+        in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect."""
+        s = self.session
+        pid = s.publish(topic, payload, qos, retain, props)
+        if pid < 0:
+            self._wait(lambda: s.flights.count < s.flights.size, timeout)
+            pid = s.publish(topic, payload, qos, retain, props)
+            if pid < 0:
+                raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
+        if self.transport and (not self.batch or s.outlen > len(s.out) // 2):
+            try:  # inline rather than through _io: a bound method would allocate on every publish
+                self.flush()
+            except _LINK_ERRORS as e:
+                self._close(e)
+        return pid
+
+    def wait_for(self, pid, timeout=30.0):
+        """Waits until the QoS 1/2 flow of packet id pid completes; True if it did within timeout."""
+        f = self.session.flights
+        return self._wait(lambda: f.find(pid) < 0, timeout)
+
+    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10.0):
+        """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
+        offline: the subscription is made on connect)."""
+        topics = [(topic, qos)] if isinstance(topic, str) else topic
+        return self._request(self.session.subscribe(topics, props, handler), timeout)
+
+    def unsubscribe(self, topic, props=None, timeout=10.0):
+        filters = [topic] if isinstance(topic, str) else topic
+        return self._request(self.session.unsubscribe(filters, props), timeout)
+
+    def _request(self, pid, timeout):
+        if not pid:
+            return None
+        self._io(self.flush)
+        if not self._wait(lambda: pid in self._acks, timeout):
+            raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
+        return self._acks.pop(pid).codes
+
+    def ack(self, message):
+        """Manual-ack mode: acknowledge a message once it is safely handled."""
+        while not self.session.ack(message):
+            self._io(self.flush)
+        if not self.batch:
+            self._io(self.flush)
+
+    # ---------------------------------------------------------------- the loop
+
+    def flush(self):
+        """Writes every pending packet (each batch in one write) and lets queued messages follow."""
+        s = self.session
+        while s.outlen and self.transport:
+            n = s.outlen
+            s.outlen = 0
+            self.transport.write(s.out, n)
+            s.pump()
+
+    def loop(self, timeout=1.0):
+        """Handles traffic for at most timeout seconds (returns after the first read that brings data):
+        reads, keep-alive, retries, reconnects."""
+        s, p = self.session, self.p
+        if not self.transport:
+            if self.reconnect and ticks_diff(p.ticks_ms(), self._next_try) >= 0:
+                self._io(self._open)
+            else:
+                self._sleep(timeout)
+            return
+        self._io(self._step, int(timeout * 1000))
+
+    def _step(self, timeout_ms):
+        s, p = self.session, self.p
+        self.flush()
+        wait = min(timeout_ms, s.tick(p.ticks_ms()))
+        self.flush()
+        n = self.transport.readinto(s.inbuf, s.inlen, wait)
+        while s.received(n, p.ticks_ms()):
+            self.flush()
+            n = 0
+        self.flush()
+
+    def loop_forever(self):
+        while self.transport or self.reconnect:
+            self.loop(1.0)
+
+    def _io(self, fn, *args):
+        # Whatever ends the link (a transport error, a protocol error, a dead link) closes it here; the
+        # session keeps its state and the next loop() reconnects after the backoff.
+        try:
+            fn(*args)
+        except _LINK_ERRORS as e:
+            self._close(e)
+            if isinstance(e, ConnectError) and not self.reconnect:
+                raise
+
+    def _wait(self, done, timeout, raise_errors=False):
+        p = self.p
+        start = p.ticks_ms()
+        while not done():
+            left = int(timeout * 1000) - ticks_diff(p.ticks_ms(), start)
+            if left <= 0:
+                return False
+            if raise_errors and not self.transport:
+                raise self.last_error
+            if raise_errors:
+                try:
+                    self._step(min(left, 1000))
+                except _LINK_ERRORS as e:
+                    self._close(e)
+                    raise
+            else:
+                self.loop(min(left, 1000) / 1000)
+        return True
+
+    def _sleep(self, seconds):
+        import time
+        if self.reconnect:  # wake up when the next reconnect attempt is due
+            seconds = min(seconds, ticks_diff(self._next_try, self.p.ticks_ms()) / 1000)
+        time.sleep(max(seconds, 0.001))
+
+    def _event(self, ev, value, reason):
+        if ev == CONNACK:
+            self._backoff = 0
+            if self.on_connect:
+                self.on_connect(value)
+        elif ev == PUBLISH and self.on_message:
+            self.on_message(value)
+        elif ev == SUBACK or ev == UNSUBACK:
+            self._acks[value.pid] = value
+        if self.on_event and ev != PUBLISH:
+            self.on_event(ev, value, reason)
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.disconnect()

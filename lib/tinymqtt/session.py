@@ -1,0 +1,571 @@
+# Every client-side rule of MQTT 3.1, 3.1.1 and 5.0, sans-IO: bytes and the time go in, packets come out
+# in `out` and events go to `on_event`. It never touches a socket or a clock.
+#
+# Theory of operation. A driver (the blocking or the asyncio client) owns the transport and the clock:
+#  1. it calls connect(now), and after every call writes out[:outlen] in one write and sets outlen = 0,
+#     then calls pump() (queued messages waiting for room in `out` go out then);
+#  2. it reads into inbuf[inlen:] and calls received(n, now), and received(0, now) again while that
+#     returns True (processing stops early when `out` is nearly full, so the driver can write it);
+#  3. it calls tick(now) within the milliseconds tick() last returned: keep-alive, dead-link detection,
+#     3.x retries.
+# Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
+# driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
+# Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
+from tinymqtt.errors import (MQTTError, LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost,
+                             malformed, protocol_error)
+from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, NAMES, V5, CONNECT, CONNACK,
+                              PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
+                              UNSUBACK, PINGRESP, DISCONNECT, AUTH)
+from tinymqtt.inflight import Inflight, QUEUED, SENT, RELEASED, RELQ, CONTROL
+from tinymqtt.aliases import TopicAliases
+from tinymqtt.topic import validate_name, validate_filter, matches
+from tinymqtt import props as P
+from tinymqtt.wire import vbi_len
+
+DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
+LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
+_RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
+_ROOM = 64  # bytes `out` must have free before another packet is processed (acks and pings fit)
+_PERIOD = 1 << 30  # MicroPython's ticks_ms period; ports give CPython the same wrap-around
+_V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
+
+
+def ticks_diff(a, b):
+    return ((a - b + _PERIOD // 2) & (_PERIOD - 1)) - _PERIOD // 2
+
+
+class Session:
+    def __init__(self, client_id="", version=V5, keepalive=60, clean=True, will=None, username=None,
+                 password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
+                 topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
+                 manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
+        self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
+        self.username, self.password, self.props = username, password, props
+        self.keepalive, self.session_expiry = keepalive, session_expiry
+        self.receive_maximum, self.topic_alias_maximum = receive_maximum, topic_alias_maximum
+        self.send_alias_maximum, self.manual_ack, self.retry_ms = send_alias_maximum, manual_ack, retry_ms
+        self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
+        self.on_event = on_event or (lambda ev, value, reason: None)
+        self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
+        self.inlen = 0
+        self.out = bytearray(out_size or max_packet_size)
+        self.outlen = 0
+        self.flights = Inflight(max_inflight)
+        self.aliases = TopicAliases()
+        self.subs = {}  # filter -> (options, props): what a new session must subscribe again
+        self._handlers = []  # [(filter, handler)]
+        self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> filters
+        self._topics = {}  # str topic -> validated, encoded bytes (bounded)
+        self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
+        self._rx_qos = bytearray(receive_maximum)
+        self._rx_state = bytearray(receive_maximum)
+        self._rx_n = 0
+        self._rx_alias = [None]
+        self._resub = False
+        self._connected_once = False
+        self.state = DISCONNECTED
+        self.session_present = False
+        self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
+        self._now = self.last_sent = self.last_recv = self._ping_at = 0
+        self._pinging = False
+        self._limits({})
+
+    # ------------------------------------------------------------ connection lifecycle
+
+    def _limits(self, pr):
+        # The server's limits from CONNACK properties, with the spec's defaults when absent.
+        self.server_receive_maximum = pr.get(P.RECEIVE_MAXIMUM, 65535)
+        self.max_qos = pr.get(P.MAXIMUM_QOS, 2)
+        self.retain_available = pr.get(P.RETAIN_AVAILABLE, 1)
+        self.server_max_packet = pr.get(P.MAXIMUM_PACKET_SIZE, 268435460)
+        self.wildcards_available = pr.get(P.WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
+        self.sub_ids_available = pr.get(P.SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
+        self.shared_available = pr.get(P.SHARED_SUBSCRIPTION_AVAILABLE, 1)
+        self.keepalive_ms = pr.get(P.SERVER_KEEP_ALIVE, self.keepalive) * 1000
+        self.aliases.reset(min(pr.get(P.TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum))
+
+    def connect(self, now):
+        """Starts a new network connection: writes CONNECT into out."""
+        self._now = self.last_sent = self.last_recv = self._connect_at = now
+        self.inlen = self.outlen = 0
+        self._pinging = False
+        self._limits({})
+        self._rx_alias = [None] * (self.topic_alias_maximum + 1)
+        v = self.version
+        # The first connection starts as asked; later ones resume whatever session the server kept.
+        resumable = (v == V5 and self.session_expiry) or (v < V5 and not self.clean)
+        clean = self.clean and not (self._connected_once and resumable)
+        self._clean_now = clean
+        pr = None
+        if v == V5:
+            pr = dict(self.props or {})
+            if self.session_expiry:
+                pr[P.SESSION_EXPIRY_INTERVAL] = self.session_expiry
+            if self.receive_maximum != 65535:
+                pr[P.RECEIVE_MAXIMUM] = self.receive_maximum
+            pr[P.MAXIMUM_PACKET_SIZE] = len(self.inbuf)
+            if self.topic_alias_maximum:
+                pr[P.TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
+        self._send(Packet(CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
+                          username=self.username, password=self.password, props=pr))
+        self.state = CONNECTING
+
+    def connection_lost(self):
+        """The driver saw the transport close. In-flight state stays for the next connection."""
+        self.state = DISCONNECTED
+        self._pinging = False
+
+    def disconnect(self, reason=0, props=None):
+        """Writes DISCONNECT (v5: with reason code; 0x04 asks the server to publish the will)."""
+        if self.state != DISCONNECTED:
+            self._send(Packet(DISCONNECT, reason=reason, props=props))
+        self.state = DISCONNECTED
+
+    def _on_connack(self, p):
+        v = self.version
+        if v < V5 and p.reason:
+            raise ConnectError(_V3_REFUSED.get(p.reason, 0x80), "server refused the connection (return code %d)"
+                               % p.reason)
+        if p.reason >= 0x80:
+            why = (p.props or {}).get(P.REASON_STRING, "")
+            raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
+        pr = p.props or {}
+        self._limits(pr)
+        if P.ASSIGNED_CLIENT_IDENTIFIER in pr:
+            self.client_id = pr[P.ASSIGNED_CLIENT_IDENTIFIER]
+        # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
+        present = p.session_present or (v == 3 and not self._clean_now)
+        self.session_present = present
+        self.state = CONNECTED
+        self._connected_once = True
+        f = self.flights
+        for i in f.in_order():
+            st = f.state[i]
+            if st == CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
+                f.free(i)
+                self._resub = True
+            elif st == SENT and not present:
+                if self.republish_lost:
+                    f.mark(i, QUEUED)
+                else:
+                    msg = Packet(PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
+                                 retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
+                    f.free(i)
+                    self._event(LOST, msg, 0)
+            elif st >= RELEASED and st <= RELQ and not present:
+                pid = f.pid[i]  # past PUBREC: the server took the message over before the session ended
+                f.free(i)
+                self._event(PUBCOMP, pid, 0)
+            elif st == SENT:
+                f.mark(i, QUEUED)
+                f.dup[i] = 1
+            elif st == RELEASED:
+                f.mark(i, RELQ)
+        f.requeue()
+        self._pending = {}
+        if not present:
+            self._rx_n = 0
+        if (self._resub or not present) and self.subs:
+            self._resubscribe()
+        self._event(CONNACK, p, 0)
+        self.pump()
+
+    # ------------------------------------------------------------ the application's requests
+
+    def _encode_topic(self, topic):
+        if isinstance(topic, str):
+            b = self._topics.get(topic)
+            if b is None:
+                validate_name(topic)
+                b = topic.encode()
+                if len(self._topics) < 64:
+                    self._topics[topic] = b
+            return b
+        if not topic or b"+" in topic or b"#" in topic or b"\x00" in topic:
+            raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
+        return topic
+
+    def publish(self, topic, payload, qos=0, retain=False, props=None):
+        """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
+        when every in-flight slot is taken (wait for acks). Breaking a server limit raises, sending nothing."""
+        t = self._encode_topic(topic)
+        if isinstance(payload, str):
+            payload = payload.encode()
+        if not 0 <= qos <= self.max_qos:
+            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
+        if retain and not self.retain_available:
+            raise LocalProtocolError(0x9A, "the server does not support retained messages")
+        n = 2 + len(t) + (2 if qos else 0) + len(payload)
+        if self.version == V5:
+            n += P.block_len(props, PUBLISH, 3 if self.aliases.max else 0)
+        n += 1 + vbi_len(n)
+        if n > self.server_max_packet or n > len(self.out):
+            raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
+                                     % (n, self.server_max_packet, len(self.out)))
+        i = self.flights.add(t, payload, qos, retain, props)
+        if i < 0:
+            return -1
+        pid = self.flights.pid[i]
+        self.pump()
+        return pid
+
+    def pump(self):
+        """Sends queued messages and PUBREL resends, in order, while the window and `out` have room."""
+        if self.state != CONNECTED:
+            return
+        f = self.flights
+        window = min(self.server_receive_maximum, f.size)
+        while True:
+            i = f.next_queued()
+            if i < 0:
+                return
+            if f.state[i] == RELQ:
+                if len(self.out) - self.outlen < 8:
+                    return
+                f.pop_queued()
+                f.mark(i, RELEASED, self._now)
+                self._ack_out(PUBREL, f.pid[i])
+                continue
+            q = f.qos[i]
+            if q and f.unacked >= window:
+                return
+            t, pl, pr = f.topic[i], f.payload[i], f.props[i]
+            n = 7 + len(t) + len(pl) + (P.block_len(pr, PUBLISH, 3) if self.version == V5 else 0)
+            if len(self.out) - self.outlen < n:
+                return
+            f.pop_queued()
+            dup, alias = f.dup[i], 0
+            if self.aliases.max and not dup:  # a resend carries its full topic, never an alias
+                alias = self.aliases.lookup(t)
+                if alias > 0:
+                    t = b""
+                alias = alias if alias > 0 else -alias
+            self.outlen += encode_publish(self.out, self.version, t, pl, q, f.retain[i], dup, f.pid[i], pr, alias,
+                                          self.outlen)
+            self.last_sent = self._now
+            if q:
+                f.mark(i, SENT, self._now)
+            else:
+                f.free(i)
+
+    def subscribe(self, topics, props=None, handler=None):
+        """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
+        the messages matching these filters (others go to on_event). Returns the packet id (0 while offline: sent on connect)."""
+        for f, o in topics:
+            validate_filter(f)
+            if self.version < V5 and o & ~3:
+                raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
+            if not self.wildcards_available and ("+" in f or "#" in f):
+                raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
+            if not self.shared_available and f.startswith("$share/"):
+                raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
+        if props and P.SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
+            raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
+        for f, o in topics:
+            self.subs[f] = (o, props)
+            if handler:
+                self._handlers = [h for h in self._handlers if h[0] != f] + [(f, handler)]
+        if self.state != CONNECTED:
+            self._resub = True
+            return 0
+        return self._request(SUBSCRIBE, topics, props)
+
+    def unsubscribe(self, filters, props=None):
+        for f in filters:
+            self.subs.pop(f, None)
+        self._handlers = [h for h in self._handlers if h[0] not in filters]
+        return self._request(UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
+
+    def _request(self, t, topics, props):
+        pid = self.flights.reserve()
+        if pid < 0:
+            raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
+        self._pending[pid] = topics
+        self._send(Packet(t, pid=pid, topics=topics, props=props))
+        return pid
+
+    def _resubscribe(self):
+        self._resub = False
+        plain = [(f, self.subs[f][0]) for f in self.subs if not self.subs[f][1]]
+        if plain:
+            self._request(SUBSCRIBE, plain, None)
+        for f in self.subs:
+            if self.subs[f][1]:
+                self._request(SUBSCRIBE, [(f, self.subs[f][0])], self.subs[f][1])
+
+    def ack(self, msg):
+        """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
+        Returns False when `out` has no room (write it, then ack again)."""
+        j = self._rx_find(msg.pid)
+        if j < 0 or self._rx_state[j] != _RX_WAIT_APP:
+            return True  # not ours any more (the session was lost), or already acknowledged
+        if len(self.out) - self.outlen < 8:
+            return False
+        if self._rx_qos[j] == 1:
+            self._rx_remove(j)
+            self._ack_out(PUBACK, msg.pid)
+        else:
+            self._rx_state[j] = _RX_PUBREC
+            self._ack_out(PUBREC, msg.pid)
+        return True
+
+    def auth(self, reason, props):
+        """MQTT 5 enhanced authentication: answers a server AUTH (see the AUTH event)."""
+        self._send(Packet(AUTH, reason=reason, props=props))
+
+    # ------------------------------------------------------------ input
+
+    def received(self, n, now):
+        """n new bytes are in inbuf[inlen:]. Handles every whole packet; returns True when it stopped early
+        because `out` is nearly full (write it and call received(0, now) again)."""
+        self._now = now
+        if n:
+            self.inlen += n
+            self.last_recv = now
+        buf, end, pos = self.inbuf, self.inlen, 0
+        more = False
+        try:
+            while pos < end:
+                if len(self.out) - self.outlen < _ROOM:
+                    more = True
+                    break
+                total = frame(buf, end - pos, len(buf), pos)
+                if not total or pos + total > end:
+                    break
+                self._packet(buf, pos, total)
+                pos += total
+        except RemoteProtocolError as e:
+            self._fail(e)
+        finally:
+            if pos:  # keep the partial packet at the front
+                k = end - pos
+                if k > 64:
+                    buf[0:k] = bytes(buf[pos:end])
+                else:
+                    for j in range(k):
+                        buf[j] = buf[pos + j]
+                self.inlen = k
+        return more
+
+    def _fail(self, e):
+        # The server broke the rules: v5 tells it why before the driver closes the connection.
+        if self.version == V5 and self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
+            self._send(Packet(DISCONNECT, reason=e.reason))
+        self.state = DISCONNECTED
+        raise e
+
+    def _packet(self, buf, pos, total):
+        first = buf[pos]
+        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+            # The common 2-byte-body acks, handled without building a Packet: nothing is allocated.
+            pid = buf[pos + 2] << 8 | buf[pos + 3]
+            if not pid:
+                raise malformed("packet identifier 0")
+            if first == 0x62:
+                self._on_pubrel(pid)
+            else:
+                self._on_ack(first >> 4, pid, 0)
+            return
+        p = decode(memoryview(buf)[pos:pos + total], self.version)
+        t = p.type
+        if self.state == CONNECTING:
+            if t == CONNACK:
+                return self._on_connack(p)
+            if t != AUTH:
+                raise protocol_error("%s before CONNACK" % NAMES[t])
+        if t == PUBLISH:
+            self._on_publish(p)
+        elif PUBACK <= t <= PUBCOMP:
+            if t == PUBREL:
+                self._on_pubrel(p.pid)
+            else:
+                self._on_ack(t, p.pid, p.reason)
+        elif t == SUBACK or t == UNSUBACK:
+            self._on_suback(p)
+        elif t == PINGRESP:
+            self._pinging = False
+        elif t == DISCONNECT:
+            self.state = DISCONNECTED
+            self._event(DISCONNECT, p, p.reason)
+            raise ConnectionLost(p.reason, "server sent DISCONNECT")
+        elif t == AUTH:
+            self._event(AUTH, p, p.reason)
+        else:
+            raise protocol_error("a server never sends %s" % NAMES[t])
+
+    def _on_publish(self, p):
+        if self.version == V5 and p.props and P.TOPIC_ALIAS in p.props:
+            a = p.props[P.TOPIC_ALIAS]
+            if not 0 < a <= self.topic_alias_maximum:
+                raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
+            if p.topic:
+                self._rx_alias[a] = p.topic
+            else:
+                p.topic = self._rx_alias[a]
+                if p.topic is None:
+                    raise protocol_error("topic alias %d was never set on this connection" % a)
+        q = p.qos
+        if q == 2 or (q and self.manual_ack):
+            j = self._rx_find(p.pid)
+            if j >= 0:  # a resend of a message the application already has: never deliver it twice
+                if self._rx_state[j] == _RX_PUBREC:
+                    self._ack_out(PUBREC, p.pid)
+                return
+            if self._rx_n >= self.receive_maximum:
+                raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d" % self.receive_maximum)
+            j = self._rx_n
+            self._rx_pid[j], self._rx_qos[j] = p.pid, q
+            self._rx_state[j] = _RX_WAIT_APP if self.manual_ack else _RX_PUBREC
+            self._rx_n += 1
+        self._deliver(p)
+        if q and not self.manual_ack:
+            self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
+
+    def _deliver(self, p):
+        hs, hit, topic = self._handlers, False, p.topic
+        for i in range(len(hs)):
+            if matches(hs[i][0], topic):
+                hs[i][1](p)
+                hit = True
+        if not hit:
+            self._event(PUBLISH, p, 0)
+
+    def _on_pubrel(self, pid):
+        j = self._rx_find(pid)
+        if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
+            raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
+        if j >= 0:
+            self._rx_remove(j)
+        self._ack_out(PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
+
+    def _on_ack(self, t, pid, reason):
+        f = self.flights
+        i = f.find(pid)
+        if i < 0 or f.state[i] == CONTROL:
+            self.unsolicited += 1
+            if t == PUBREC:  # let the server finish a flow we do not know
+                self._ack_out(PUBREL, pid, 0x92)
+            return
+        st, q = f.state[i], f.qos[i]
+        if (t == PUBACK and q == 1 and st == SENT) or (t == PUBCOMP and q == 2 and st >= RELEASED):
+            f.free(i)
+            self._event(t, pid, reason)
+        elif t == PUBREC and q == 2 and st >= SENT:
+            if reason >= 0x80:  # the server refused it: the flow ends here and the slot is free
+                f.free(i)
+                self._event(PUBREC, pid, reason)
+            else:
+                f.mark(i, RELEASED, self._now)
+                self._ack_out(PUBREL, pid)
+        else:
+            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, q))
+        self.pump()
+
+    def _on_suback(self, p):
+        topics = self._pending.pop(p.pid, None)
+        i = self.flights.find(p.pid)
+        if topics is None or i < 0:
+            self.unsolicited += 1
+            return
+        self.flights.free(i)
+        if p.codes is not None and len(p.codes) != len(topics):
+            raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[p.type], len(p.codes), len(topics)))
+        if p.type == SUBACK:
+            for k in range(len(topics)):
+                if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                    f = topics[k][0]
+                    self.subs.pop(f, None)
+                    self._handlers = [h for h in self._handlers if h[0] != f]
+        self._event(p.type, p, 0)
+
+    # ------------------------------------------------------------ time
+
+    def tick(self, now):
+        """Keep-alive, dead-link detection and 3.x retries. Returns milliseconds until it is due again."""
+        self._now = now
+        if self.state == CONNECTING:
+            left = self.connect_timeout_ms - ticks_diff(now, self._connect_at)
+            if left <= 0:
+                self.state = DISCONNECTED
+                raise ConnectionLost(0x88, "no CONNACK within %d ms" % self.connect_timeout_ms)
+            return left
+        if self.state != CONNECTED:
+            return 1000
+        wait = 60000
+        ka = self.keepalive_ms
+        if ka:
+            if self._pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
+                left = max(ka // 2, 500) - ticks_diff(now, self._ping_at)
+                if left <= 0:
+                    self.state = DISCONNECTED
+                    raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % max(ka // 2, 500))
+                wait = left
+            else:
+                idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
+                if idle >= ka and len(self.out) - self.outlen >= 2:
+                    self.out[self.outlen] = 0xC0  # PINGREQ
+                    self.out[self.outlen + 1] = 0
+                    self.outlen += 2
+                    self.last_sent = self._ping_at = now
+                    self._pinging = True
+                    wait = max(ka // 2, 500)
+                else:
+                    wait = max(ka - idle, 1)
+        if self.retry_ms and self.version < V5:
+            wait = min(wait, self._retry(now))
+        self.pump()
+        return wait
+
+    def _retry(self, now):
+        # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default).
+        f, wait = self.flights, self.retry_ms
+        for i in range(f.size):
+            st = f.state[i]
+            if st == SENT or st == RELEASED:
+                left = self.retry_ms - ticks_diff(now, f.sent_at[i])
+                if left > 0:
+                    wait = min(wait, left)
+                elif st == SENT:
+                    f.mark(i, QUEUED)
+                    f.dup[i] = 1
+                else:
+                    f.mark(i, RELQ)
+        f.requeue()
+        return wait
+
+    # ------------------------------------------------------------ output
+
+    def _send(self, p):
+        self.outlen += encode(self.out, p, self.version, self.outlen)
+        self.last_sent = self._now
+
+    def _ack_out(self, t, pid, reason=0):
+        # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
+        o, n = self.out, self.outlen
+        o[n] = t << 4 | (2 if t == PUBREL else 0)
+        o[n + 2] = pid >> 8
+        o[n + 3] = pid & 0xFF
+        if reason and self.version == V5:
+            o[n + 1] = 3
+            o[n + 4] = reason
+            self.outlen = n + 5
+        else:
+            o[n + 1] = 2
+            self.outlen = n + 4
+        self.last_sent = self._now
+
+    def _event(self, ev, value, reason):
+        self.on_event(ev, value, reason)
+
+    # ------------------------------------------------------------ inbound flow table
+
+    def _rx_find(self, pid):
+        for j in range(self._rx_n):
+            if self._rx_pid[j] == pid:
+                return j
+        return -1
+
+    def _rx_remove(self, j):
+        k = self._rx_n - 1
+        self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[k], self._rx_qos[k], self._rx_state[k]
+        self._rx_n = k
