@@ -1,0 +1,5 @@
+import sys
+
+from tinymqtt.cli import main
+
+sys.exit(main())
