@@ -78,3 +78,44 @@ def open(host, port, tls=None, timeout_ms=10000):
         sock.close()
         raise
     return Transport(sock)
+
+
+class AsyncTransport:
+    """One asyncio connection: readinto() waits on the stream (no polling), write() queues, drain() sends."""
+
+    def __init__(self, reader, writer):
+        self.r, self.w = reader, writer
+
+    async def readinto(self, buf, off):
+        if hasattr(self.r, "readinto"):  # MicroPython's asyncio stream reads in place
+            n = await self.r.readinto(memoryview(buf)[off:])
+        else:
+            data = await self.r.read(len(buf) - off)
+            n = len(data)
+            buf[off:off + n] = data
+        if not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
+
+    def write(self, buf, n):
+        self.w.write(bytes(memoryview(buf)[:n]))
+
+    async def drain(self):
+        await self.w.drain()
+
+    def close(self):
+        try:
+            self.w.close()
+        except (OSError, RuntimeError):
+            pass
+
+
+async def open_stream(host, port, tls=None):
+    import asyncio
+    ctx = _tls_context(tls) if tls else None
+    if ctx is None:
+        r, w = await asyncio.open_connection(host, port)
+    else:
+        name = tls.get("server_hostname", host) if isinstance(tls, dict) else host
+        r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=name)
+    return AsyncTransport(r, w)

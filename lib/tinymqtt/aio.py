@@ -1,0 +1,282 @@
+# The asyncio client, one code base for MicroPython's asyncio and CPython's: a thin driver over Session
+# (every protocol decision is made there) and a port's async stream. A reader task waits on the stream
+# (no polling), a ticker task keeps the link alive; both reconnect with backoff when the link is lost.
+import asyncio
+
+from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
+from tinymqtt.session import Session, CONNECTED, LOST
+from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK
+from tinymqtt.client import _LINK_ERRORS, _default_port, getrandbits
+
+
+def _sleep_ms(ms):
+    return asyncio.sleep_ms(ms) if hasattr(asyncio, "sleep_ms") else asyncio.sleep(ms / 1000)
+
+
+class Messages:
+    """`async for msg in client.messages()`: a class with __anext__, as MicroPython has no async generators."""
+
+    def __init__(self, client):
+        self.c = client
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        c = self.c
+        while not c._inbox:
+            if c._closed:
+                raise StopAsyncIteration
+            c._inbox_ev.clear()
+            await c._inbox_ev.wait()
+        return c._inbox.pop(0)
+
+
+class AsyncClient:
+    """async with AsyncClient("broker", client_id="dev1", version=5) as c:
+           await c.subscribe("cmd/#", 1); await c.publish("t", b"x", qos=1)
+           async for msg in c.messages(): ..."""
+
+    def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
+                 backoff_max_ms=30000, port_impl=None, **session_options):
+        self.host, self.port, self.tls = host, port, tls
+        self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
+        self.p = port_impl or _default_port()
+        self.session = Session(on_event=self._event, **session_options)
+        self.stream = None
+        self.on_connect = self.on_disconnect = self.on_event = None
+        self.last_error = None
+        self._closed = False
+        self._inbox = []  # received messages (payload copied: the receive buffer is reused)
+        self._inbox_ev = asyncio.Event()
+        self._waiters = {}  # packet id -> [Event, result]: publish flows and SUBSCRIBE/UNSUBSCRIBE
+        self._room = asyncio.Event()  # set when an in-flight slot frees
+        self._connected = asyncio.Event()
+        self._tasks = []
+        self._backoff = 0
+
+    # ---------------------------------------------------------------- connection
+
+    async def connect(self, timeout=10.0):
+        """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
+        await self._open()
+        self._tasks = [asyncio.create_task(self._reader()), asyncio.create_task(self._ticker())]
+        try:
+            await asyncio.wait_for(self._connected.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
+        if self.session.state != CONNECTED:
+            err = self.last_error
+            await self.close()
+            raise err
+        return self.session.session_present
+
+    async def _open(self):
+        self.p.network_up()
+        self.stream = await self.p.open_stream(self.host, self.port, self.tls)
+        self.session.connect(self.p.ticks_ms())
+        await self._flush()
+
+    def _lost(self, err):
+        self.last_error = err
+        self._connected.clear()
+        if self.stream:
+            try:  # a DISCONNECT with the reason code may be waiting
+                if self.session.outlen:
+                    self.stream.write(self.session.out, self.session.outlen)
+                self.session.outlen = 0
+            except OSError:
+                pass
+            self.stream.close()
+            self.stream = None
+        self.session.connection_lost()
+        if isinstance(err, ConnectError) or not self.reconnect:
+            self._connected.set()  # wake connect(): it reads last_error
+        if self.on_disconnect:
+            self.on_disconnect(err)
+
+    async def disconnect(self, reason=0, props=None):
+        """A clean DISCONNECT (the will is discarded unless reason is 0x04), then stops the tasks."""
+        self.reconnect = False
+        if self.stream and self.session.state == CONNECTED:
+            self.session.disconnect(reason, props)
+            try:
+                await self._flush()
+            except OSError:
+                pass
+        await self.close()
+
+    async def close(self):
+        self._closed = True
+        self.reconnect = False
+        for t in self._tasks:
+            t.cancel()
+        self._tasks = []
+        if self.stream:
+            self.stream.close()
+            self.stream = None
+        self.session.connection_lost()
+        self._inbox_ev.set()
+        for pid in list(self._waiters):
+            self._finish(pid, None)
+
+    def is_connected(self):
+        return self.session.state == CONNECTED
+
+    # ---------------------------------------------------------------- requests
+
+    def publish_nowait(self, topic, payload, qos=0, retain=False, props=None):
+        """Queues the message; returns its packet id (0 for QoS 0) or -1 when every slot is taken.
+        The reader/ticker tasks write it out; call `await flush()` to push it now."""
+        return self.session.publish(topic, payload, qos, retain, props)
+
+    async def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
+        """Publishes and, for QoS 1/2 with wait=True, returns when the flow completes with its reason code
+        (0, or 0x10 no matching subscribers). Raises MQTTError when the server refuses the message."""
+        s = self.session
+        while True:
+            pid = s.publish(topic, payload, qos, retain, props)
+            if pid >= 0:
+                break
+            self._room.clear()
+            await self._room.wait()
+        w = self._waiter(pid) if qos and wait else None
+        await self._flush_safely()
+        if not w:
+            return pid
+        return await self._result(pid, w)
+
+    async def subscribe(self, topic, qos=0, handler=None, props=None):
+        """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline)."""
+        topics = [(topic, qos)] if isinstance(topic, str) else topic
+        pid = self.session.subscribe(topics, props, handler)
+        return await self._request(pid)
+
+    async def unsubscribe(self, topic, props=None):
+        pid = self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props)
+        return await self._request(pid)
+
+    async def _request(self, pid):
+        if not pid:
+            return None
+        w = self._waiter(pid)
+        await self._flush_safely()
+        p = await self._result(pid, w)
+        return p.codes if p is not None else None
+
+    async def ack(self, message):
+        """Manual-ack mode: acknowledge a message once it is safely handled."""
+        while not self.session.ack(message):
+            await self._flush_safely()
+        await self._flush_safely()
+
+    def messages(self):
+        return Messages(self)
+
+    # ---------------------------------------------------------------- waiting for flows
+
+    def _waiter(self, pid):
+        w = self._waiters[pid] = [asyncio.Event(), None]
+        return w
+
+    def _finish(self, pid, result):
+        w = self._waiters.pop(pid, None)
+        if w:
+            w[1] = result
+            w[0].set()
+
+    async def _result(self, pid, w):
+        await w[0].wait()
+        r = w[1]
+        if isinstance(r, MQTTError):
+            raise r
+        return r
+
+    # ---------------------------------------------------------------- tasks
+
+    async def flush(self):
+        await self._flush()
+
+    async def _flush(self):
+        s, st = self.session, self.stream
+        while s.outlen and st:
+            n = s.outlen
+            s.outlen = 0
+            st.write(s.out, n)
+            s.pump()
+        if st:
+            await st.drain()
+
+    async def _flush_safely(self):
+        try:
+            await self._flush()
+        except _LINK_ERRORS as e:
+            self._lost(e)
+
+    async def _reader(self):
+        s, p = self.session, self.p
+        while not self._closed:
+            if not self.stream:
+                if not self.reconnect:
+                    return
+                await _sleep_ms(self._next_backoff())
+                try:
+                    await self._open()
+                except _LINK_ERRORS as e:
+                    self._lost(e)
+                continue
+            try:
+                n = await self.stream.readinto(s.inbuf, s.inlen)
+                while s.received(n, p.ticks_ms()):
+                    await self._flush()
+                    n = 0
+                await self._flush()
+            except _LINK_ERRORS as e:
+                self._lost(e)
+
+    async def _ticker(self):
+        s, p = self.session, self.p
+        while not self._closed:
+            wait = 1000
+            if self.stream:
+                try:
+                    wait = s.tick(p.ticks_ms())
+                    await self._flush()
+                except _LINK_ERRORS as e:
+                    self._lost(e)
+            await _sleep_ms(max(10, min(wait, 1000)))
+
+    def _next_backoff(self):
+        delay = self._backoff or self.backoff_min_ms
+        self._backoff = min(delay * 2, self.backoff_max_ms)
+        jitter = delay // 4
+        return delay - jitter + (getrandbits(16) % (2 * jitter + 1) if jitter else 0)
+
+    def _event(self, ev, value, reason):
+        if ev == PUBLISH:
+            value.payload = bytes(value.payload)  # the receive buffer is reused once this returns
+            self._inbox.append(value)
+            self._inbox_ev.set()
+        elif ev == CONNACK:
+            self._backoff = 0
+            self._connected.set()
+            if self.on_connect:
+                self.on_connect(value)
+        elif ev == PUBACK or ev == PUBCOMP or ev == PUBREC:
+            self._finish(value, MQTTError(reason, "server refused the message") if reason >= 0x80 else reason)
+            self._room.set()
+        elif ev == LOST:
+            self._finish(value.pid, ConnectionLost(0x80, "the session was lost before the server acknowledged"))
+            self._room.set()
+        elif ev == SUBACK or ev == UNSUBACK:
+            self._finish(value.pid, value)
+        if self.on_event and ev != PUBLISH:
+            self.on_event(ev, value, reason)
+
+    async def __aenter__(self):
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.disconnect()
