@@ -1,0 +1,53 @@
+# Simulated board port: real MicroPython (the WebAssembly build under Node) whose network is a bridge to
+# Node's sockets (the `jsnet` module the launcher registers). Same interface as the boards' ports:
+# network_up(), open_stream() for the asyncio client, ticks_ms(). Bytes cross through wasm memory in
+# place, so reads and writes allocate nothing on the Python side. No blocking sockets and no TLS here.
+import time
+
+import jsnet
+from uctypes import addressof
+
+from tinymqtt.errors import ConnectionLost
+
+ticks_ms = time.ticks_ms
+
+
+def network_up(timeout_ms=0):
+    """The simulated board is always on the (loopback) network; jsnet.network_up() lets tests cut it."""
+    if not jsnet.network_up():
+        raise OSError(113, "simulated network is down")  # EHOSTUNREACH, as a board without WLAN reports
+    return True
+
+
+class SimStream:
+    def __init__(self, handle):
+        self.h = handle
+
+    async def readinto(self, buf, off):
+        n = await jsnet.readinto(self.h, addressof(buf) + off, len(buf) - off)
+        if n <= 0:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
+
+    def write(self, buf, n):
+        if not jsnet.write(self.h, addressof(buf), n):
+            raise OSError(104, "connection reset")  # ECONNRESET
+
+    async def drain(self):
+        pass
+
+    def close(self):
+        jsnet.close(self.h)
+
+
+async def open_stream(host, port, tls=None):
+    if tls:
+        raise OSError(95, "the simulated board has no TLS")  # EOPNOTSUPP
+    h = await jsnet.connect(host, port)
+    if h < 0:
+        raise OSError(-h, "connect to %s:%d failed" % (host, port))
+    return SimStream(h)
+
+
+def open(host, port, tls=None, timeout_ms=10000):
+    raise OSError(95, "the simulated board runs the asyncio client only")
