@@ -5,7 +5,7 @@ import asyncio
 
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, CONNECTED, LOST
-from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK
+from tinymqtt.packets import Packet, CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK
 from tinymqtt.client import _LINK_ERRORS, _default_port, getrandbits
 
 
@@ -254,9 +254,9 @@ class AsyncClient:
         return delay - jitter + (getrandbits(16) % (2 * jitter + 1) if jitter else 0)
 
     def _event(self, ev, value, reason):
-        if ev == PUBLISH:
-            value.payload = bytes(value.payload)  # the receive buffer is reused once this returns
-            self._inbox.append(value)
+        if ev == PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
+            self._inbox.append(Packet(PUBLISH, topic=value.topic, payload=bytes(value.payload), qos=value.qos,
+                                      retain=value.retain, dup=value.dup, pid=value.pid, props=value.props))
             self._inbox_ev.set()
         elif ev == CONNACK:
             self._backoff = 0

@@ -22,6 +22,12 @@ from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt import props as P
 from tinymqtt.wire import vbi_len
 
+try:
+    import sys
+    _CPYTHON = sys.implementation.name == "cpython"  # there, decoding a topic is cheaper than a cache
+except (ImportError, AttributeError):
+    _CPYTHON = False
+
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
 LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
 _RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
@@ -48,6 +54,13 @@ class Session:
         self.on_event = on_event or (lambda ev, value, reason: None)
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
         self.inlen = 0
+        self._inmv = memoryview(self.inbuf)
+        # Received messages reuse one Packet (valid only while it is being delivered) and recently seen
+        # topics are recognised by their bytes, so a steady stream of messages allocates almost nothing.
+        self._msg = Packet(PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
+        self._rxt_b = [None] * 8
+        self._rxt_s = [None] * 8
+        self._rxt_next = 0
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
         self.flights = Inflight(max_inflight)
@@ -366,7 +379,9 @@ class Session:
             else:
                 self._on_ack(first >> 4, pid, 0)
             return
-        p = decode(memoryview(buf)[pos:pos + total], self.version)
+        if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
+            return
+        p = decode(self._inmv[pos:pos + total], self.version)
         t = p.type
         if self.state == CONNECTING:
             if t == CONNACK:
@@ -393,7 +408,93 @@ class Session:
         else:
             raise protocol_error("a server never sends %s" % NAMES[t])
 
+    def _fast_publish(self, buf, pos, end):
+        # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
+        # returns False and takes the full decoder, which also does every validation and raises.
+        flags = buf[pos] & 15
+        q = flags >> 1 & 3
+        if q == 3 or (flags & 8 and not q):
+            return False
+        i = pos + 1
+        while buf[i] & 0x80:
+            i += 1
+        ts = i + 3
+        if ts > end:
+            return False
+        tl = buf[i + 1] << 8 | buf[i + 2]
+        i = ts + tl
+        pid = 0
+        if q:
+            if i + 2 > end:
+                return False
+            pid = buf[i] << 8 | buf[i + 1]
+            if not pid:
+                return False
+            i += 2
+        alias = 0
+        if self.version == V5:
+            if i >= end:
+                return False
+            if buf[i] == 3 and i + 4 <= end and buf[i + 1] == P.TOPIC_ALIAS:
+                alias = buf[i + 2] << 8 | buf[i + 3]
+                if not 0 < alias <= self.topic_alias_maximum:
+                    return False
+                i += 4
+            elif buf[i]:
+                return False
+            else:
+                i += 1
+        if i > end:
+            return False
+        if tl:
+            topic = self._topic_at(buf, ts, tl)
+            if topic is None:
+                return False
+            if alias:
+                self._rx_alias[alias] = topic
+        elif alias and self._rx_alias[alias] is not None:
+            topic = self._rx_alias[alias]
+        else:
+            return False
+        m = self._msg
+        m.topic = topic
+        m.payload = self._inmv[i:end]
+        m.qos = q
+        m.dup = flags & 8 != 0
+        m.retain = flags & 1 != 0
+        m.pid = pid
+        self._on_publish(m)
+        return True
+
+    def _topic_at(self, buf, start, n):
+        # The topic at buf[start:start+n] as a str, or None to let the full decoder handle it.
+        if _CPYTHON:
+            try:
+                t = str(self._inmv[start:start + n], "utf-8")
+            except UnicodeError:
+                return None
+            return None if "+" in t or "#" in t or "\x00" in t else t
+        tb = self._rxt_b
+        for k in range(len(tb)):  # a byte compare against recent topics: no str is built
+            b = tb[k]
+            if b is not None and len(b) == n:
+                j = 0
+                while j < n and b[j] == buf[start + j]:
+                    j += 1
+                if j == n:
+                    return self._rxt_s[k]
+        return None
+
+    def _remember_topic(self, topic):
+        if not _CPYTHON:
+            k = self._rxt_next
+            self._rxt_b[k] = topic.encode()
+            self._rxt_s[k] = topic
+            self._rxt_next = (k + 1) % len(self._rxt_b)
+
     def _on_publish(self, p):
+        if p is not self._msg and p.topic:
+            self._remember_topic(p.topic)
         if self.version == V5 and p.props and P.TOPIC_ALIAS in p.props:
             a = p.props[P.TOPIC_ALIAS]
             if not 0 < a <= self.topic_alias_maximum:
