@@ -26,6 +26,7 @@ REASONS = {
     AUTH: b"\x00\x18\x19",
 }
 _V3_SUBACK = (b"\x00\x01\x02", b"\x00\x01\x02\x80")  # 3.1, 3.1.1
+_FLAGS_0010 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)  # fixed header flags 0010; a tuple literal of names would allocate
 
 
 class Packet:
@@ -121,7 +122,7 @@ def decode(mv, version=V5):
     if t == 0 or (t == AUTH and version < V5):
         raise malformed("reserved packet type %d" % t)
     if t != PUBLISH:
-        want = 2 if t in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0
+        want = 2 if t in _FLAGS_0010 else 0
         if version == V31:  # 3.1 leaves these bits unused, except QoS 1 on the three above (DUP allowed)
             flags &= 6 if want else 0
         if flags != want:
@@ -235,10 +236,10 @@ def _d_subscribe(r, p, flags, v):
     p.topics = []
     while r.more():
         f, o = r.str("topic filter"), r.u8("subscription options")
-        if o & 3 == 3:
-            raise malformed("subscription QoS 3 for %r" % f)
         if o & (0xC0 if v == V5 else 0xFC):
             raise malformed("reserved subscription option bits set for %r" % f)
+        if o & 3 == 3:  # v5 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3-8.3-4]: malformed
+            raise (protocol_error if v == V5 else malformed)("subscription QoS 3 for %r" % f)
         if o >> 4 & 3 == 3:
             raise protocol_error("retain handling 3 for %r" % f)
         p.topics.append((f, o))
@@ -304,6 +305,8 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     if alias and version < V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     if isinstance(topic, str):
+        if "\x00" in topic:
+            raise LocalProtocolError(0x81, "U+0000 is not allowed in a topic name: %r" % topic)
         topic = topic.encode()
     extra = 3 if alias else 0
     n = 2 + len(topic) + len(payload) + (2 if qos else 0)
@@ -329,7 +332,7 @@ def encode(buf, p, version=V5, off=0):
         raise LocalProtocolError(0x82, "no packet type %d in MQTT level %d" % (t, version))
     body = _ENCODE[t]
     n = body(None, 0, p, version)
-    pos = _header(buf, off, t << 4 | (2 if t in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0), n)
+    pos = _header(buf, off, t << 4 | (2 if t in _FLAGS_0010 else 0), n)
     return body(buf, pos, p, version) - off
 
 

@@ -124,6 +124,8 @@ def read(r, ptype):
 
 def _put_one(b, pos, pid, t, v):
     pos = put_vbi(b, pos, pid)
+    if t == BOOL and not 0 <= v <= 1:
+        raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, v))
     if t == BYTE or t == BOOL:
         return put_u8(b, pos, v)
     if t == U16:

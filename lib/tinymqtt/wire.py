@@ -11,12 +11,16 @@ def vbi_len(v):
 
 
 def put_u8(b, pos, v):
+    if not 0 <= v <= 0xFF:  # CPython's bytearray would raise ValueError, MicroPython's would truncate
+        raise LocalProtocolError(0x81, "%r does not fit a byte" % (v,))
     if b is not None:
         b[pos] = v
     return pos + 1
 
 
 def put_u16(b, pos, v):
+    if not 0 <= v <= 0xFFFF:
+        raise LocalProtocolError(0x81, "%r does not fit a two-byte integer" % (v,))
     if b is not None:
         b[pos] = v >> 8
         b[pos + 1] = v & 0xFF
@@ -24,6 +28,8 @@ def put_u16(b, pos, v):
 
 
 def put_u32(b, pos, v):
+    if not 0 <= v <= 0xFFFFFFFF:
+        raise LocalProtocolError(0x81, "%r does not fit a four-byte integer" % (v,))
     if b is not None:
         b[pos] = v >> 24
         b[pos + 1] = (v >> 16) & 0xFF
