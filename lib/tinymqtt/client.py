@@ -41,7 +41,7 @@ class Client:
         self.last_error = None
         self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
         self._backoff = 0
-        self._next_try = 0
+        self._next_try = self.p.ticks_ms()  # a tick time like any other: the first loop() connects at once
 
     # ---------------------------------------------------------------- connection
 
@@ -58,7 +58,12 @@ class Client:
         s = self.session
         self.p.network_up()
         self.transport = self.p.open(self.host, self.port, self.tls)
-        s.connect(self.p.ticks_ms())
+        try:
+            s.connect(self.p.ticks_ms())
+        except LocalProtocolError:  # a CONNECT we may not send (3.1 without a client id...): no socket left open
+            self.transport.close()
+            self.transport = None
+            raise
         self.flush()
 
     def _close(self, err):
