@@ -31,6 +31,7 @@ except (ImportError, AttributeError):
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
 LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
 _RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
+_RX_SCAN = 64  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = 64  # bytes `out` must have free before another packet is processed (acks and pings fit)
 _PERIOD = 1 << 30  # MicroPython's ticks_ms period; ports give CPython the same wrap-around
 _V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
@@ -73,6 +74,7 @@ class Session:
         self._rx_qos = bytearray(receive_maximum)
         self._rx_state = bytearray(receive_maximum)
         self._rx_n = 0
+        self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
         self._rx_alias = [None]
         self._resub = False
         self._connected_once = False
@@ -157,9 +159,11 @@ class Session:
             if st == CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
                 f.free(i)
                 self._resub = True
-            elif st == SENT and not present:
+            elif (st == SENT or (st == QUEUED and f.dup[i])) and not present:
+                # Sent before (a DUP resend still queued counts): the session that may have it is gone.
                 if self.republish_lost:
                     f.mark(i, QUEUED)
+                    f.dup[i] = 0  # a first delivery to the new session
                 else:
                     msg = Packet(PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
                                  retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
@@ -178,6 +182,8 @@ class Session:
         self._pending = {}
         if not present:
             self._rx_n = 0
+            if self._rx_index:
+                self._rx_index.clear()
         if (self._resub or not present) and self.subs:
             self._resubscribe()
         self._event(CONNACK, p, 0)
@@ -208,10 +214,7 @@ class Session:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
         if retain and not self.retain_available:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        n = 2 + len(t) + (2 if qos else 0) + len(payload)
-        if self.version == V5:
-            n += P.block_len(props, PUBLISH, 3 if self.aliases.max else 0)
-        n += 1 + vbi_len(n)
+        n = self._publish_len(t, payload, qos, props, 3 if self.aliases.max else 0)
         if n > self.server_max_packet or n > len(self.out):
             raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
                                      % (n, self.server_max_packet, len(self.out)))
@@ -243,12 +246,17 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]
-            n = 7 + len(t) + len(pl) + (P.block_len(pr, PUBLISH, 3) if self.version == V5 else 0)
+            dup = f.dup[i]
+            room = 3 if self.aliases.max and not dup else 0  # a resend carries its full topic, never an alias
+            n = self._publish_len(t, pl, q, pr, room)
+            if room and (n > len(self.out) or n > self.server_max_packet):
+                room = 0  # queued while aliases were off, it fits only without one
+                n = self._publish_len(t, pl, q, pr, 0)
             if len(self.out) - self.outlen < n:
                 return
             f.pop_queued()
-            dup, alias = f.dup[i], 0
-            if self.aliases.max and not dup:  # a resend carries its full topic, never an alias
+            alias = 0
+            if room:
                 alias = self.aliases.lookup(t)
                 if alias > 0:
                     t = b""
@@ -260,6 +268,13 @@ class Session:
                 f.mark(i, SENT, self._now)
             else:
                 f.free(i)
+
+    def _publish_len(self, t, payload, qos, props, alias_room):
+        # The exact size of a PUBLISH, `alias_room` bytes for a Topic Alias property included.
+        n = 2 + len(t) + (2 if qos else 0) + len(payload)
+        if self.version == V5:
+            n += P.block_len(props, PUBLISH, alias_room)
+        return n + 1 + vbi_len(n)
 
     def subscribe(self, topics, props=None, handler=None):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
@@ -413,8 +428,8 @@ class Session:
         # returns False and takes the full decoder, which also does every validation and raises.
         flags = buf[pos] & 15
         q = flags >> 1 & 3
-        if q == 3 or (flags & 8 and not q):
-            return False
+        if q == 3 or (flags & 8 and not q) or (q and self.manual_ack):
+            return False  # (manual ack: the application keeps the message until ack(), so it gets its own)
         i = pos + 1
         while buf[i] & 0x80:
             i += 1
@@ -512,12 +527,20 @@ class Session:
                 if self._rx_state[j] == _RX_PUBREC:
                     self._ack_out(PUBREC, p.pid)
                 return
-            if self._rx_n >= self.receive_maximum:
-                raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d" % self.receive_maximum)
             j = self._rx_n
+            if j == len(self._rx_pid):
+                if self.version == V5:
+                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d" % self.receive_maximum)
+                # 3.x has no Receive Maximum: the server never heard of our limit (mosquitto keeps 20 in
+                # flight by default), so the table grows; it allocates only then.
+                self._rx_pid.append(0)
+                self._rx_qos.append(0)
+                self._rx_state.append(0)
             self._rx_pid[j], self._rx_qos[j] = p.pid, q
             self._rx_state[j] = _RX_WAIT_APP if self.manual_ack else _RX_PUBREC
             self._rx_n += 1
+            if self._rx_index is not None:
+                self._rx_index[p.pid] = j
         self._deliver(p)
         if q and not self.manual_ack:
             self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
@@ -661,6 +684,8 @@ class Session:
     # ------------------------------------------------------------ inbound flow table
 
     def _rx_find(self, pid):
+        if self._rx_index is not None:
+            return self._rx_index.get(pid, -1)
         for j in range(self._rx_n):
             if self._rx_pid[j] == pid:
                 return j
@@ -668,5 +693,10 @@ class Session:
 
     def _rx_remove(self, j):
         k = self._rx_n - 1
+        ix = self._rx_index
+        if ix is not None:
+            del ix[self._rx_pid[j]]
+            if j != k:
+                ix[self._rx_pid[k]] = j
         self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[k], self._rx_qos[k], self._rx_state[k]
         self._rx_n = k
