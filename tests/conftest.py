@@ -1,0 +1,58 @@
+# Shared pytest wiring: the `broker` / `make_broker` fixtures (real mosquitto), the `micropython` fixture
+# (run a snippet under real MicroPython), `async def test_*` support via asyncio.run, and the
+# "tinymqtt figures" block printed at the end from tests/support/report.py.
+import asyncio
+import inspect
+
+import pytest
+
+from tests.support import report
+from tests.support.broker import Mosquitto
+from tests.support.micropython import mp_check
+
+
+@pytest.fixture(scope="session")
+def broker():
+    """One mosquitto (default config) shared by the whole session: use unique topics / client ids."""
+    with Mosquitto() as b:
+        yield b
+
+
+@pytest.fixture
+def make_broker():
+    """make_broker(extra_conf="", persistence=False) -> a started Mosquitto, stopped after the test."""
+    started = []
+
+    def make(extra_conf="", persistence=False):
+        b = Mosquitto(extra_conf=extra_conf, persistence=persistence)
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.close()
+
+
+@pytest.fixture
+def micropython():
+    """micropython(code, paths=(), timeout=60) -> stdout; fails the test unless the code exits 0."""
+    return mp_check
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run `async def test_*` (e.g. in tests/shared, which MicroPython awaits too) with asyncio.run."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        names = pyfuncitem._fixtureinfo.argnames
+        asyncio.run(pyfuncitem.obj(**{n: pyfuncitem.funcargs[n] for n in names}))
+        return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    counts = ["%d %s" % (len(terminalreporter.stats.get(k, [])), k) for k in ("passed", "failed", "error", "skipped")
+              if k == "passed" or terminalreporter.stats.get(k)]
+    terminalreporter.write_sep("=", "tinymqtt figures")
+    terminalreporter.write_line("CPython tests: %s" % ", ".join(counts))
+    for key, value in report.figures():
+        terminalreporter.write_line("%s: %s" % (key, value))
