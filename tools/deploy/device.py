@@ -1,0 +1,171 @@
+# The device side of deploy: every board operation is one mpremote command run through `runner`, so tests
+# hand in a fake runner (a callable) instead of a serial port. runner(args, follow=False) -> (exit code,
+# output text); with follow=True the output goes straight to the terminal and "" comes back.
+import json
+import os
+import shutil
+import subprocess
+
+MANIFEST = ".tinymqtt.json"  # on the board: {path: [size, sha256]} of every file the last deploy wrote
+
+# Runs on the board (and, in the tests, under CPython against a folder). ROOT is "" on a board.
+PROBE = '''ROOT = ""
+import sys, os, json
+try:
+    import hashlib, binascii
+except ImportError:
+    hashlib = None
+def _hash(p):
+    d = hashlib.sha256()
+    with open(p, "rb") as f:
+        while True:
+            b = f.read(512)
+            if not b:
+                break
+            d.update(b)
+    return binascii.hexlify(d.digest()).decode()
+r = {"version": list(sys.implementation.version[:3]), "name": sys.implementation.name,
+     "platform": sys.platform, "files": {}, "manifest": {}}
+s = os.statvfs(ROOT + "/")
+r["block"], r["free"] = s[0], s[0] * s[4]
+try:
+    with open(ROOT + "/%(manifest)s") as f:
+        r["manifest"] = json.load(f)
+except (OSError, ValueError):
+    pass
+for p in %(paths)r + list(r["manifest"]):
+    try:
+        size = os.stat(ROOT + "/" + p)[6]
+    except OSError:
+        continue
+    r["files"][p] = [size, _hash(ROOT + "/" + p) if hashlib else None]
+print("TINYMQTT-PROBE " + json.dumps(r))
+'''
+
+# Removes files and makes folders (parents first); a folder that exists already is fine.
+PREPARE = '''ROOT = ""
+import os
+for p in %(remove)r:
+    try:
+        os.remove(ROOT + "/" + p)
+    except OSError:
+        pass
+for d in %(dirs)r:
+    try:
+        os.mkdir(ROOT + "/" + d)
+    except OSError:
+        pass
+print("TINYMQTT-READY")
+'''
+
+
+class DeviceError(Exception):
+    """A one-line reason the device step failed."""
+
+
+def subprocess_runner(args, follow=False):
+    """The real runner: the mpremote command line tool (pip install mpremote)."""
+    exe = shutil.which("mpremote")
+    if not exe:
+        raise DeviceError("mpremote not found: pip install mpremote")
+    if follow:
+        return subprocess.call([exe] + list(args)), ""
+    p = subprocess.run([exe] + list(args), capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+class Probe:
+    def __init__(self, d):
+        self.version = tuple(d["version"])
+        self.name = d.get("name", "micropython")
+        self.platform = d["platform"]
+        self.files = {k: tuple(v) for k, v in d["files"].items()}  # path -> (size, sha256 or None)
+        self.manifest = {k: tuple(v) for k, v in d.get("manifest", {}).items()}
+        self.block = d.get("block") or 4096
+        self.free = d["free"]
+
+    def same(self, dest, size, sha):
+        """Whether the board already holds exactly this file."""
+        got = self.files.get(dest)
+        if not got or got[0] != size:
+            return False
+        if got[1] is not None:  # the board hashed it
+            return got[1] == sha
+        return self.manifest.get(dest) == (size, sha)  # no hashlib there: trust what the last deploy wrote
+
+
+class Mpremote:
+    def __init__(self, device=None, runner=None):
+        self.device = device
+        self.runner = runner or subprocess_runner
+
+    def _run(self, args, what, follow=False):
+        rc, out = self.runner(list(args), follow=follow)
+        if rc != 0:
+            last = [l for l in (out or "").strip().splitlines() if l.strip()]
+            raise DeviceError("%s failed on %s: %s" % (what, self.device, last[-1] if last else "mpremote exit %d" % rc))
+        return out or ""
+
+    def find(self):
+        """The device to use: the one asked for if mpremote sees it, else the only (or first) one listed."""
+        rc, out = self.runner(["devs"], follow=False)
+        listed = [l.split()[0] for l in (out or "").splitlines() if l.strip() and rc == 0]
+        d = self.device
+        if d and d not in ("auto",):
+            if d in listed or "://" in d or d.startswith(("socket:", "port:", "id:")):
+                return d
+            raise DeviceError("no device found at %s (mpremote devs lists %s)" % (d, ", ".join(listed) or "none"))
+        if not listed:
+            raise DeviceError("no device found: mpremote devs lists no serial device (plug the board in, or "
+                              "pass --device PORT)")
+        self.device = listed[0]
+        return self.device
+
+    def exec(self, code, what, resume=True):
+        args = ["connect", self.device] + (["resume"] if resume else []) + ["exec", code]
+        return self._run(args, what)
+
+    def probe(self, paths):
+        # The first command of a deploy: connecting stops the running program and soft-resets the board.
+        out = self.exec(PROBE % {"paths": list(paths), "manifest": MANIFEST}, "reading the board", resume=False)
+        for line in out.splitlines():
+            if line.startswith("TINYMQTT-PROBE "):
+                return Probe(json.loads(line[15:]))
+        raise DeviceError("reading the board failed on %s: no answer (is it running MicroPython?)" % self.device)
+
+    def prepare(self, remove, dirs):
+        out = self.exec(PREPARE % {"remove": list(remove), "dirs": list(dirs)}, "preparing folders")
+        if "TINYMQTT-READY" not in out:
+            raise DeviceError("preparing folders failed on %s: no answer" % self.device)
+
+    def cp(self, local, dest):
+        self._run(["connect", self.device, "resume", "fs", "cp", local, ":" + dest], "copying %s" % dest)
+
+    def run_main(self, follow):
+        """Soft-resets the board and runs main.py; follow=True streams its output until it ends (Ctrl-C)."""
+        args = ["connect", self.device, "resume", "soft-reset", "exec"] + ([] if follow else ["--no-follow"])
+        self._run(args + ["import main"], "starting main.py", follow=follow)
+
+
+def folders(paths):
+    """Every folder the paths need, parents first."""
+    out = []
+    for p in paths:
+        parts = p.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d not in out:
+                out.append(d)
+    return out
+
+
+def blocks(size, block):
+    return (size + block - 1) // block * block if size else block
+
+
+def local_copy(tmp, f):
+    path = os.path.join(tmp, *f.dest.split("/"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(f.data)
+    return path
