@@ -6,7 +6,7 @@ import asyncio
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, CONNECTED, LOST
 from tinymqtt.packets import Packet, CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK
-from tinymqtt.client import _LINK_ERRORS, _default_port, getrandbits
+from tinymqtt.driver import LINK_ERRORS, Backoff, default_port
 
 
 def _sleep_ms(ms):
@@ -41,7 +41,7 @@ class AsyncClient:
                  backoff_max_ms=30000, port_impl=None, **session_options):
         self.host, self.port, self.tls = host, port, tls
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
-        self.p = port_impl or _default_port()
+        self.p = port_impl or default_port()
         self.session = Session(on_event=self._event, **session_options)
         self.stream = None
         self.on_connect = self.on_disconnect = self.on_event = None
@@ -53,7 +53,7 @@ class AsyncClient:
         self._room = asyncio.Event()  # set when an in-flight slot frees
         self._connected = asyncio.Event()
         self._tasks = []
-        self._backoff = 0
+        self._backoff = Backoff()
 
     # ---------------------------------------------------------------- connection
 
@@ -195,8 +195,9 @@ class AsyncClient:
 
     # ---------------------------------------------------------------- tasks
 
-    async def flush(self):
-        await self._flush()
+    def flush(self):
+        """Writes what is queued now: `await client.flush()` (the coroutine itself: no wrapper to allocate)."""
+        return self._flush()
 
     async def _flush(self):
         s, st = self.session, self.stream
@@ -211,7 +212,7 @@ class AsyncClient:
     async def _flush_safely(self):
         try:
             await self._flush()
-        except _LINK_ERRORS as e:
+        except LINK_ERRORS as e:
             self._lost(e)
 
     async def _reader(self):
@@ -220,10 +221,10 @@ class AsyncClient:
             if not self.stream:
                 if not self.reconnect:
                     return
-                await _sleep_ms(self._next_backoff())
+                await _sleep_ms(self._backoff.next(self.backoff_min_ms, self.backoff_max_ms))
                 try:
                     await self._open()
-                except _LINK_ERRORS as e:
+                except LINK_ERRORS as e:
                     self._lost(e)
                 continue
             try:
@@ -231,8 +232,9 @@ class AsyncClient:
                 while s.received(n, p.ticks_ms()):
                     await self._flush()
                     n = 0
-                await self._flush()
-            except _LINK_ERRORS as e:
+                if s.outlen:  # acks to send; a read that brought none costs no coroutine (readinto yields)
+                    await self._flush()
+            except LINK_ERRORS as e:
                 self._lost(e)
 
     async def _ticker(self):
@@ -242,16 +244,11 @@ class AsyncClient:
             if self.stream:
                 try:
                     wait = s.tick(p.ticks_ms())
-                    await self._flush()
-                except _LINK_ERRORS as e:
+                    if s.outlen:  # a PINGREQ, a retry
+                        await self._flush()
+                except LINK_ERRORS as e:
                     self._lost(e)
             await _sleep_ms(max(10, min(wait, 1000)))
-
-    def _next_backoff(self):
-        delay = self._backoff or self.backoff_min_ms
-        self._backoff = min(delay * 2, self.backoff_max_ms)
-        jitter = delay // 4
-        return delay - jitter + (getrandbits(16) % (2 * jitter + 1) if jitter else 0)
 
     def _event(self, ev, value, reason):
         if ev == PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
@@ -259,7 +256,7 @@ class AsyncClient:
                                       retain=value.retain, dup=value.dup, pid=value.pid, props=value.props))
             self._inbox_ev.set()
         elif ev == CONNACK:
-            self._backoff = 0
+            self._backoff = Backoff()
             self._connected.set()
             if self.on_connect:
                 self.on_connect(value)

@@ -4,22 +4,8 @@
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, ticks_diff, CONNECTED, DISCONNECTED, LOST
 from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT
+from tinymqtt.driver import LINK_ERRORS, Backoff, default_port
 
-try:
-    from random import getrandbits
-except ImportError:  # some MicroPython builds
-    from os import urandom
-
-    def getrandbits(n):
-        return urandom(1)[0] & ((1 << n) - 1)
-
-
-_LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
-
-
-def _default_port():
-    import tinymqtt_port
-    return tinymqtt_port
 
 
 class Client:
@@ -31,7 +17,7 @@ class Client:
         self.host, self.port, self.tls = host, port, tls
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
         self.batch = batch  # True: publish() leaves packets in the buffer until it fills or loop() runs
-        self.p = port_impl or _default_port()
+        self.p = port_impl or default_port()
         self.session = Session(on_event=self._event, **session_options)
         self.transport = None
         self.on_message = None  # fn(message) for messages no subscribe(handler=...) claimed
@@ -40,7 +26,7 @@ class Client:
         self.on_event = None  # fn(event, value, reason): every other session event (LOST, acks, AUTH...)
         self.last_error = None
         self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
-        self._backoff = 0
+        self._backoff = Backoff()
         self._next_try = self.p.ticks_ms()  # a tick time like any other: the first loop() connects at once
 
     # ---------------------------------------------------------------- connection
@@ -76,10 +62,7 @@ class Client:
             self.transport.close()
             self.transport = None
         self.session.connection_lost()
-        delay = self._backoff or self.backoff_min_ms
-        self._backoff = min(delay * 2, self.backoff_max_ms)
-        jitter = delay // 4
-        self._next_try = self.p.ticks_ms() + delay - jitter + (getrandbits(16) % (2 * jitter + 1) if jitter else 0)
+        self._next_try = self.p.ticks_ms() + self._backoff.next(self.backoff_min_ms, self.backoff_max_ms)
         if self.on_disconnect:
             self.on_disconnect(err)
 
@@ -108,7 +91,7 @@ class Client:
         if self.transport and (not self.batch or s.outlen > len(s.out) // 2):
             try:  # inline rather than through _io: a bound method would allocate on every publish
                 self.flush()
-            except _LINK_ERRORS as e:
+            except LINK_ERRORS as e:
                 self._close(e)
         return pid
 
@@ -185,7 +168,7 @@ class Client:
         # session keeps its state and the next loop() reconnects after the backoff.
         try:
             fn(*args)
-        except _LINK_ERRORS as e:
+        except LINK_ERRORS as e:
             self._close(e)
             if isinstance(e, ConnectError) and not self.reconnect:
                 raise
@@ -202,7 +185,7 @@ class Client:
             if raise_errors:
                 try:
                     self._step(min(left, 1000))
-                except _LINK_ERRORS as e:
+                except LINK_ERRORS as e:
                     self._close(e)
                     raise
             else:
@@ -217,7 +200,7 @@ class Client:
 
     def _event(self, ev, value, reason):
         if ev == CONNACK:
-            self._backoff = 0
+            self._backoff.reset()
             if self.on_connect:
                 self.on_connect(value)
         elif ev == PUBLISH and self.on_message:
