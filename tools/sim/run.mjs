@@ -91,7 +91,8 @@ asyncio.run = lambda coro: _sim_tasks.append(asyncio.create_task(coro))
 `;
 let code = 0;
 try {
-  await mp.runPythonAsync(PRELUDE + fs.readFileSync(path.join(root, main), "utf8"));
+  await mp.runPythonAsync(PRELUDE); // run apart, so a traceback's line numbers are main.py's own
+  await mp.runPythonAsync(fs.readFileSync(path.join(root, main), "utf8"));
   await mp.runPythonAsync("for _t in _sim_tasks:\n    await _t\n");
 } catch (e) {
   process.stderr.write((e.type ? e.message : String(e)) + "\n");
