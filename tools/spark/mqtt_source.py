@@ -1,0 +1,182 @@
+# A Spark Structured Streaming source for MQTT on tinymqtt, with Spark 4's Python Data Source API:
+#
+#     spark.dataSource.register(MQTTDataSource)
+#     df = (spark.readStream.format("mqtt").option("broker", "127.0.0.1:1883")
+#           .option("topic", "fleet/+/telemetry,fleet/+/status").option("spoolDir", "/data/ckpt/mqtt-spool").load())
+#
+# Rows: topic, payload (binary), qos, retain, dup, properties (map), received_ts, offset, pid.
+#
+# Where the connection lives. Spark runs a streaming Python source in two kinds of processes: one long-lived
+# worker on the driver that answers initialOffset/latestOffset/partitions/commit for the whole life of the
+# query, and executor workers that run read(partition) for one batch and are reused or dropped at will. An
+# MQTT acknowledgement must go out on the session that received the message, after Spark committed the batch,
+# and commit() is only ever called on the driver's worker: so the MQTT session (tools.spark.link.MqttLink, a
+# thread) lives there, next to commit(). Executors never touch MQTT: the link writes every message to a spool
+# on disk (tools.spark.spool) before latestOffset() may expose its offset, partitions() names spool files and
+# read() parses them. The spool sits beside the checkpoint (option spoolDir), so a replayed batch reads the
+# same records; on a cluster it must be on storage the executors can read.
+#
+# At-least-once end to end (exactly-once for QoS 2): QoS 1/2 arrive in manual-ack mode and are acknowledged
+# only in commit(end) (commit marker first, then PUBACK/PUBREC), so a crash at any point leaves every
+# uncommitted message in the broker's persistent session (clean start off, Session Expiry) and the spool
+# recognises the redelivered copies. Traps handled here:
+#  - Spark calls commit() for a batch only when it plans the next one: an idle stream would never ack its last
+#    batch, so latestOffset() hands out a one-offset heartbeat (no rows) when committed-but-unacknowledged data
+#    is waiting and nothing new came in.
+#  - The reader is also instantiated (and pickled) in short-lived planner processes: it connects lazily, on
+#    the first offset call, and never pickles its link.
+#  - Option keys arrive lower-case (spoolDir -> spooldir).
+#  - The broker must let enough messages wait for their acks: the Receive Maximum we send (65000 by default,
+#    near the 65535 packet ids a session has) sets mosquitto's in-flight window for an MQTT 5 client, and its
+#    max_queued_messages must hold the rest, else it drops them silently.
+#  - mosquitto 2.0.11 stops honouring Receive Maximum once acks come back (its whole queue for the client goes
+#    in flight) and past 65535 unacknowledged messages reuses packet ids still in flight. The session takes
+#    such a PUBLISH for a resend (and counts it); the link reconnects once idle so the broker resends it. Keep
+#    what a subscriber can have outstanding (outage x rate) under ~65000 messages, or split it over several
+#    sessions (the $share scale-out path).
+import base64
+import hashlib
+import os
+import tempfile
+from datetime import datetime, timezone
+
+import tools.spark  # noqa: F401  (puts lib/ and the Linux port on sys.path)
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from tools.spark.link import MqttLink
+from tools.spark.spool import read_range
+
+SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
+          "received_ts TIMESTAMP, offset BIGINT, pid INT")
+
+
+def _truth(v):
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+class Config:
+    """The source's options (keys are case-insensitive: Spark hands them over lower-cased)."""
+
+    def __init__(self, options):
+        o = {str(k).lower(): v for k, v in dict(options).items()}
+        broker = o.get("broker") or "%s:%s" % (o.get("host", "127.0.0.1"), o.get("port", "1883"))
+        host, _, port = broker.rpartition(":")
+        if not host:
+            host, port = broker, "1883"
+        self.host, self.port = host, int(port)
+        self.topics = [t.strip() for t in (o.get("topic") or o.get("topics") or "").split(",") if t.strip()]
+        if not self.topics:
+            raise ValueError("the mqtt source needs option('topic', 'a/filter[,another/#]')")
+        self.qos = int(o.get("qos", 2))
+        default_id = "spark-" + hashlib.sha1(("%s|%s" % (broker, ",".join(self.topics))).encode()).hexdigest()[:12]
+        self.client_id = o.get("clientid") or default_id
+        self.spool_dir = o.get("spooldir") or os.path.join(tempfile.gettempdir(), "tinymqtt-spark", self.client_id)
+        self.session_expiry = int(o.get("sessionexpiry", 3600))
+        self.receive_maximum = int(o.get("receivemaximum", 65000))
+        self.keepalive = int(o.get("keepalive", 30))
+        self.max_packet_size = int(o.get("maxpacketsize", 1 << 20))
+        self.segment_records = int(o.get("segmentrecords", 5000))
+        self.partitions = max(1, int(o.get("numpartitions", 2)))
+        self.heartbeat = _truth(o.get("heartbeat", "true"))
+        self.fsync = _truth(o.get("fsync", "true"))
+        self.ack_grace = float(o.get("ackgracems", 10000)) / 1000
+        self.max_records = int(o.get("maxrecordspertrigger", 0))
+        self.username, self.password = o.get("username"), o.get("password")
+
+    def link(self):
+        return MqttLink(self.host, self.port, self.client_id, self.topics, self.spool_dir, qos=self.qos,
+                        session_expiry=self.session_expiry, receive_maximum=self.receive_maximum,
+                        keepalive=self.keepalive, max_packet_size=self.max_packet_size,
+                        segment_records=self.segment_records, fsync=self.fsync, ack_grace=self.ack_grace,
+                        username=self.username, password=self.password)
+
+
+class MQTTDataSource(DataSource):
+    """format("mqtt"): see the module comment for the options and the guarantees."""
+
+    @classmethod
+    def name(cls):
+        return "mqtt"
+
+    def schema(self):
+        return SCHEMA
+
+    def streamReader(self, schema):
+        return MQTTStreamReader(Config(self.options))
+
+
+class MQTTPartition(InputPartition):
+    def __init__(self, paths, lo, hi):
+        self.paths, self.lo, self.hi = paths, lo, hi
+
+
+def record_to_row(r):
+    off, pid, qos, dup, retain, topic, payload, props, ts = r
+    return (topic, base64.b64decode(payload), qos, retain, dup, props,
+            datetime.fromtimestamp(ts, tz=timezone.utc), off, pid)
+
+
+class MQTTStreamReader(DataSourceStreamReader):
+    def __init__(self, config):
+        self.config = config
+        self._link = None
+
+    def __getstate__(self):  # the planner pickles the reader for read(): never the live link
+        return {"config": self.config, "_link": None}
+
+    def link(self):
+        if self._link is None:
+            self._link = self.config.link().start()
+        self._link.check()
+        return self._link
+
+    def initialOffset(self):
+        link = self.link()
+        with link.lock:
+            return {"offset": link.spool.committed}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.config.max_records) if self.config.max_records else ReadAllAvailable()
+
+    def latestOffset(self, start, limit):
+        link = self.link()
+        s = int(start["offset"])
+        end = link.expose(floor=s)
+        if end == s and self.config.heartbeat and link.uncommitted_records(s):
+            end = link.heartbeat()  # nothing new, but the last batch waits for commit(): plan an empty one
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, s + max(1, limit.maxRows))
+        return {"offset": end}
+
+    def reportLatestOffset(self):
+        link = self.link()
+        with link.lock:
+            return {"offset": link.spool.next_offset}
+
+    def partitions(self, start, end):
+        s, e = int(start["offset"]), int(end["offset"])
+        if e <= s:
+            return []
+        link = self.link()
+        if link.expose() < e:
+            raise RuntimeError("the MQTT spool %s does not reach offset %d (Spark's checkpoint is newer than the "
+                               "spool: it was deleted or belongs to another query)" % (self.config.spool_dir, e))
+        paths = link.paths(s, e)
+        n = min(self.config.partitions, len(paths))
+        if n <= 1:
+            return [MQTTPartition(paths, s, e)]
+        k = (len(paths) + n - 1) // n
+        return [MQTTPartition(paths[i:i + k], s, e) for i in range(0, len(paths), k)]
+
+    def read(self, partition):
+        for r in read_range(partition.paths, partition.lo, partition.hi):
+            yield record_to_row(r)
+
+    def commit(self, end):
+        self.link().commit(int(end["offset"]))
+
+    def stop(self):
+        if self._link is not None:
+            self._link.stop()
+            self._link = None

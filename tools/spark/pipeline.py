@@ -1,0 +1,219 @@
+# The streaming job: MQTT (through tools.spark.mqtt_source) -> parsed rows -> Parquet, with a checkpoint.
+# Library use (tests, demo):  spark = spark_session(); q = start_query(spark, broker, out, checkpoint)
+# As a process (the demo runs it so that it can kill it mid-stream and start it again from the checkpoint):
+#     python -m tools.spark.pipeline --broker 127.0.0.1:1883 --out DIR --checkpoint DIR [--drain-file F]
+# It runs until the drain file appears and the source has been idle (everything received committed), then
+# stops the query, optionally runs the audit (--manifest, --audit-json) in the same Spark session, and exits.
+import argparse
+import json
+import os
+import sys
+import time
+
+import tools.spark
+
+TOPICS = "{prefix}/+/telemetry,{prefix}/+/status"
+PAYLOAD_SCHEMA = "device STRING, seq BIGINT, ts DOUBLE, value DOUBLE, status STRING, reason STRING, conn INT"
+
+
+def spark_env():
+    """What the Python workers need: this interpreter, a loopback driver, and the repo on PYTHONPATH."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for p in tools.spark.PATHS:
+        if p not in paths:
+            paths.append(p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+
+
+_spark = None
+
+
+def spark_session(cores=2, app="tinymqtt-pipeline"):
+    """One local Spark session per process (about 5 s to start), with the mqtt source registered."""
+    global _spark
+    if _spark is not None:
+        return _spark
+    spark_env()
+    from pyspark.sql import SparkSession
+    from tools.spark.mqtt_source import MQTTDataSource
+    spark = (SparkSession.builder.master("local[%d]" % cores).appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", str(2 * cores))
+             .config("spark.default.parallelism", str(cores))
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.sql.streaming.minBatchesToRetain", "20")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(MQTTDataSource)
+    _spark = spark
+    return spark
+
+
+def stop_spark():
+    global _spark
+    if _spark is not None:
+        _spark.stop()
+        _spark = None
+
+
+def source_options(broker, topics, spool, client_id=None, **extra):
+    o = {"broker": broker, "topic": topics, "spoolDir": spool, "qos": "2"}
+    if client_id:
+        o["clientId"] = client_id
+    o.update({k: str(v) for k, v in extra.items()})
+    return o
+
+
+def transform(raw):
+    """Raw MQTT rows -> telemetry and status columns parsed from the JSON payload (JVM-side)."""
+    from pyspark.sql import functions as F
+    j = F.from_json(F.col("payload").cast("string"), PAYLOAD_SCHEMA)
+    return (raw.withColumn("j", j)
+            .select(F.when(F.col("topic").endswith("/status"), F.lit("status")).otherwise(F.lit("telemetry"))
+                    .alias("kind"),
+                    "topic", "qos", "retain", "dup", "properties", "received_ts", "offset", "pid", "payload",
+                    F.col("j.device").alias("device"), F.col("j.seq").alias("seq"), F.col("j.ts").alias("sent_ts"),
+                    F.col("j.value").alias("value"), F.col("j.status").alias("status"),
+                    F.col("j.reason").alias("reason"), F.col("j.conn").alias("conn")))
+
+
+def start_query(spark, broker, out, checkpoint, topics=None, prefix="fleet", spool=None, client_id=None,
+                trigger="1 second", name=None, **source_extra):
+    """Starts MQTT -> Parquet. The spool defaults to <checkpoint>/mqtt-spool, so the two move together."""
+    spool = spool or os.path.join(checkpoint, "mqtt-spool")
+    topics = topics or TOPICS.format(prefix=prefix)
+    raw = spark.readStream.format("mqtt").options(**source_options(broker, topics, spool, client_id,
+                                                                    **source_extra)).load()
+    w = (transform(raw).writeStream.format("parquet").option("path", out)
+         .option("checkpointLocation", checkpoint).trigger(processingTime=trigger))
+    if name:
+        w = w.queryName(name)
+    return w.start()
+
+
+def link_stats(spool):
+    try:
+        with open(os.path.join(spool, "link-stats.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _subscribed_since(spool, since):
+    try:
+        return os.path.getmtime(os.path.join(spool, "subscribed")) >= since
+    except OSError:
+        return False
+
+
+def wait_subscribed(spool, timeout=60.0, query=None, since=0.0):
+    """Waits for the source's SUBACK (the persistent subscription exists from then on); `since`: a SUBACK
+    after this time (a restarted query's, not the marker its predecessor left)."""
+    deadline = time.monotonic() + timeout
+    while not _subscribed_since(spool, since):
+        if query is not None and query.exception() is not None:
+            raise RuntimeError("the streaming query failed: %s" % query.exception())
+        if time.monotonic() > deadline:
+            raise TimeoutError("the mqtt source did not subscribe within %.0f s: %r" % (timeout, link_stats(spool)))
+        time.sleep(0.1)
+
+
+def drained(spool, idle_s):
+    """True when the source has been quiet for idle_s (no message, and no ack that might let the broker send
+    more) and every message it received is committed and acknowledged."""
+    s = link_stats(spool)
+    if not s or not s.get("connected") or s.get("unacked", 1) or s.get("idle_s") is None:
+        return False
+    if s["idle_s"] < idle_s or time.time() - s.get("time", 0) > 3:
+        return False
+    sp_committed, sp_next = s["committed"], s["next_offset"]
+    return sp_next - sp_committed <= 1  # at most the heartbeat offset, which holds no message
+
+
+def wait_drained(query, spool, idle_s=2.0, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not drained(spool, idle_s):
+        if query.exception() is not None:
+            raise RuntimeError("the streaming query failed: %s" % query.exception())
+        if time.monotonic() > deadline:
+            raise TimeoutError("the pipeline did not drain within %.0f s: %r" % (timeout, link_stats(spool)))
+        time.sleep(0.2)
+
+
+def progress_rows(query, seen):
+    """New batch progress reports of a query (numInputRows, rates, durations) as plain dicts."""
+    out = []
+    for p in query.recentProgress:
+        bid = p["batchId"] if isinstance(p, dict) else p.batchId
+        if bid in seen:
+            continue
+        seen.add(bid)
+        d = p if isinstance(p, dict) else json.loads(p.json)
+        out.append({"batch": d["batchId"], "timestamp": d["timestamp"], "rows": d["numInputRows"],
+                    "input_rps": d.get("inputRowsPerSecond"), "processed_rps": d.get("processedRowsPerSecond"),
+                    "duration_ms": d.get("durationMs", {}).get("triggerExecution")})
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--broker", required=True, help="host:port")
+    ap.add_argument("--prefix", default="fleet")
+    ap.add_argument("--topics", default=None)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--client-id", default=None)
+    ap.add_argument("--trigger", default="1 second")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--drain-file", default=None, help="stop once this file exists and the source is idle")
+    ap.add_argument("--idle", type=float, default=2.0)
+    ap.add_argument("--progress", default=None, help="append batch progress here (JSON lines)")
+    ap.add_argument("--manifest", default=None, help="after draining, audit against this fleet manifest")
+    ap.add_argument("--audit-json", default=None)
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    spark = spark_session(a.cores)
+    print("SESSION %.1f" % (time.time() - t0), flush=True)
+    q = start_query(spark, a.broker, a.out, a.checkpoint, topics=a.topics, prefix=a.prefix, client_id=a.client_id,
+                    trigger=a.trigger, name="mqtt-to-parquet")
+    print("STARTED %.1f" % (time.time() - t0), flush=True)
+    spool = os.path.join(a.checkpoint, "mqtt-spool")
+    wait_subscribed(spool, timeout=300, query=q, since=t0)
+    print("READY %.1f" % (time.time() - t0), flush=True)
+    seen = set()
+    prog = open(a.progress, "a") if a.progress else None
+    try:
+        while True:
+            if q.exception() is not None:
+                raise RuntimeError("the streaming query failed: %s" % q.exception())
+            if prog:
+                for row in progress_rows(q, seen):
+                    prog.write(json.dumps(row) + "\n")
+                prog.flush()
+            if a.drain_file and os.path.exists(a.drain_file) and drained(spool, a.idle):
+                break
+            time.sleep(0.25)
+        q.stop()
+        if prog:
+            for row in progress_rows(q, seen):
+                prog.write(json.dumps(row) + "\n")
+        print("DRAINED %.1f" % (time.time() - t0), flush=True)
+        if a.manifest:
+            from tools.spark.audit import audit, write_json
+            res = audit(spark, a.out, a.manifest)
+            write_json(res, a.audit_json or os.path.join(os.path.dirname(a.out), "audit.json"))
+            print("AUDITED %.1f" % (time.time() - t0), flush=True)
+    finally:
+        if prog:
+            prog.close()
+        stop_spark()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+# The write-ahead spool behind deferred MQTT acks: every received message is written here, in arrival
+# order and under a consumer offset, before the consumer may see that offset, and it is acknowledged to the
+# broker only after the consumer committed it. It never talks to the network.
+#
+# Layout of a spool directory (one per MQTT session):
+#   open-<a>.jsonl        the segment being written (offsets from a); never exposed to the consumer
+#   seg-<a>-<b>.jsonl     sealed segments, offsets a <= o < b, flushed and fsynced before any offset in them
+#                         is exposed; read by Spark's tasks (read_range)
+#   committed             {"offset": n}: the consumer committed everything below n (written before acking)
+#   floor                 {"offset": n}: offsets below n were handed out (heartbeats leave offsets without records)
+# A record is one JSON array a line: [offset, pid, qos, dup, retain, topic, payload_b64, props, received_ts].
+#
+# After a crash the broker redelivers what was never acknowledged (the session is persistent), DUP set,
+# under the same packet id. `find_redelivery` recognises those copies of messages the spool already holds
+# (same packet id, same topic and payload), so a restart neither loses a message nor counts it twice.
+import base64
+import hashlib
+import json
+import os
+import re
+
+_SEG = re.compile(r"^seg-(\d{20})-(\d{20})\.jsonl$")
+_OPEN = re.compile(r"^open-(\d{20})\.jsonl$")
+
+
+def digest(topic, payload):
+    """What identifies a message's content across processes (Python's hash() is salted per process)."""
+    return hashlib.blake2b(topic.encode() + b"\x00" + payload, digest_size=8).digest()
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Segment:
+    __slots__ = ("a", "b", "path", "keys")
+
+    def __init__(self, a, b, path, keys):
+        self.a, self.b, self.path, self.keys = a, b, path, keys  # keys: [(pid, offset)] of QoS 1/2 records
+
+    def __repr__(self):
+        return "<Segment %d..%d %d keyed>" % (self.a, self.b, len(self.keys))
+
+
+class Spool:
+    """Not thread-safe: the owner serialises calls (MqttLink holds a lock around every use)."""
+
+    def __init__(self, path, segment_records=5000, fsync=True):
+        self.path = path
+        self.segment_records = segment_records
+        self.fsync = fsync
+        os.makedirs(path, exist_ok=True)
+        self.segments = []  # sealed, in offset order
+        self.index = {}  # pid -> [(digest, offset)] for QoS 1/2 records in live segments
+        self.committed = 0
+        self.next_offset = 0
+        self.recovered = 0  # records found on disk at start
+        self._f = None
+        self._a = 0
+        self._n = 0
+        self._keys = []
+        self._recover()
+
+    # ------------------------------------------------------------------ recovery
+
+    def _marker(self, name):
+        try:
+            with open(os.path.join(self.path, name)) as f:
+                return int(json.load(f)["offset"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    def _write_marker(self, name, value):
+        tmp = os.path.join(self.path, name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"offset": value}, f)
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self.path, name))
+
+    def _recover(self):
+        self.committed = self._marker("committed")
+        names = sorted(os.listdir(self.path))
+        for name in names:
+            m = _SEG.match(name)
+            if m:
+                self._load(int(m.group(1)), os.path.join(self.path, name), int(m.group(2)))
+        for name in names:
+            m = _OPEN.match(name)
+            if m:  # written by a process that died: keep every whole line, seal it (it was never exposed)
+                self._load(int(m.group(1)), os.path.join(self.path, name), None)
+        self.next_offset = max([self.committed, self._marker("floor")] + [s.b for s in self.segments])
+
+    def _load(self, a, path, b):
+        keys, last, good = [], a - 1, 0
+        with open(path, "rb") as f:
+            data = f.read()
+        for line in data.split(b"\n"):
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                break  # a torn last line: the process died while writing it (its ack never went out)
+            good += len(line) + 1
+            last = r[0]
+            self.recovered += 1
+            if r[2]:
+                keys.append((r[1], r[0]))
+                self.index.setdefault(r[1], []).append((digest(r[5], base64.b64decode(r[6])), r[0]))
+        if b is None:
+            if good < len(data):
+                with open(path, "r+b") as f:
+                    f.truncate(good)
+            if last < a:
+                os.remove(path)
+                return
+            b = last + 1
+            sealed = os.path.join(self.path, "seg-%020d-%020d.jsonl" % (a, b))
+            os.replace(path, sealed)
+            path = sealed
+        self.segments.append(Segment(a, b, path, keys))
+        self.segments.sort(key=lambda s: s.a)
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, pid, qos, dup, retain, topic, payload, props, ts):
+        """Writes one message under the next offset and returns that offset."""
+        if self._f is None:
+            self._a, self._n, self._keys = self.next_offset, 0, []
+            self._f = open(os.path.join(self.path, "open-%020d.jsonl" % self._a), "w", buffering=1 << 20)
+        off = self.next_offset
+        self._f.write(json.dumps([off, pid, qos, dup, retain, topic, base64.b64encode(payload).decode(), props,
+                                  ts], separators=(",", ":")))
+        self._f.write("\n")
+        self.next_offset = off + 1
+        self._n += 1
+        if qos:
+            self._keys.append((pid, off))
+            self.index.setdefault(pid, []).append((digest(topic, payload), off))
+        if self._n >= self.segment_records:
+            self.seal()
+        return off
+
+    def flush(self):
+        """Hands the open segment to the OS (no fsync): a killed process then loses no QoS 0 message it spooled."""
+        if self._f is not None:
+            self._f.flush()
+
+    def seal(self):
+        """Makes the open segment durable and readable (seg-a-b); offsets below next_offset may then be exposed."""
+        f = self._f
+        if f is None:
+            return
+        self._f = None
+        f.flush()
+        if self.fsync:
+            os.fsync(f.fileno())
+        f.close()
+        b = self.next_offset
+        path = os.path.join(self.path, "seg-%020d-%020d.jsonl" % (self._a, b))
+        os.replace(os.path.join(self.path, "open-%020d.jsonl" % self._a), path)
+        if self.fsync:
+            _fsync_dir(self.path)
+        self.segments.append(Segment(self._a, b, path, self._keys))
+
+    def skip(self, n=1):
+        """Offsets without a record (a heartbeat): the consumer gets an empty range to commit. Persisted, so
+        a restarted spool never hands out an offset the consumer has already seen."""
+        self.seal()
+        self.next_offset += n
+        self._write_marker("floor", self.next_offset)
+
+    def commit(self, end):
+        """Records that the consumer committed every offset below `end` (before anything is acknowledged)."""
+        if end <= self.committed:
+            return
+        if end > self.next_offset:  # never hand out an offset the consumer has committed past
+            self.skip(end - self.next_offset)
+        self.committed = end
+        self._write_marker("committed", end)
+
+    # ------------------------------------------------------------------ reading
+
+    def find_redelivery(self, pid, topic, payload):
+        """The offset of the spooled message that this DUP PUBLISH repeats, or -1 when it is new."""
+        cands = self.index.get(pid)
+        if not cands:
+            return -1
+        d = digest(topic, payload)
+        for dg, off in reversed(cands):
+            if dg == d:
+                return off
+        return -1
+
+    def has_records(self, lo, hi):
+        """True when some offset in [lo, hi) holds a message (heartbeat offsets do not)."""
+        if self._f is not None and self._n and lo < self.next_offset and hi > self._a:
+            return True
+        for s in self.segments:
+            if s.a < hi and s.b > lo:
+                return True  # segments are dense: a..b-1 all hold records
+        return False
+
+    def paths(self, lo, hi):
+        """Sealed segment files holding offsets in [lo, hi)."""
+        return [s.path for s in self.segments if s.a < hi and s.b > lo]
+
+    def drop_through(self, end):
+        """Deletes the segments wholly below `end` (committed and acknowledged long enough ago)."""
+        end = min(end, self.committed)
+        keep = []
+        for s in self.segments:
+            if s.b <= end:
+                for pid, off in s.keys:
+                    c = self.index.get(pid)
+                    if c:
+                        c[:] = [x for x in c if x[1] != off]
+                        if not c:
+                            del self.index[pid]
+                try:
+                    os.remove(s.path)
+                except FileNotFoundError:
+                    pass
+            else:
+                keep.append(s)
+        self.segments = keep
+
+    def close(self):
+        if self._f is not None:
+            self._f.flush()
+            self._f.close()
+            self._f = None
+
+
+def read_range(paths, lo, hi):
+    """Yields the records with lo <= offset < hi from sealed segment files (used on Spark's executors)."""
+    for path in paths:
+        with open(path, "rb") as f:
+            for line in f:
+                r = json.loads(line)
+                if lo <= r[0] < hi:
+                    yield r
