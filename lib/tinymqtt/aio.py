@@ -5,7 +5,7 @@ import asyncio
 
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, CONNECTED, LOST
-from tinymqtt.packets import Packet, CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK
+from tinymqtt.packets import Packet, CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, AUTH
 from tinymqtt.driver import LINK_ERRORS, Backoff, default_port
 
 
@@ -45,6 +45,7 @@ class AsyncClient:
         self.session = Session(on_event=self._event, **session_options)
         self.stream = None
         self.on_connect = self.on_disconnect = self.on_event = None
+        self.on_auth = None  # MQTT 5 enhanced authentication: fn(auth_packet) -> (reason, props) or None (see Client)
         self.last_error = None
         self._closed = False
         self._inbox = []  # received messages (payload copied: the receive buffer is reused)
@@ -59,7 +60,11 @@ class AsyncClient:
 
     async def connect(self, timeout=10.0):
         """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
-        await self._open()
+        try:
+            await self._open()
+        except LINK_ERRORS as e:  # e.g. TLS 1.3: a refused client certificate shows at the first write
+            self._lost(e)
+            raise
         self._tasks = [asyncio.create_task(self._reader()), asyncio.create_task(self._ticker())]
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
@@ -268,6 +273,10 @@ class AsyncClient:
             self._room.set()
         elif ev == SUBACK or ev == UNSUBACK:
             self._finish(value.pid, value)
+        elif ev == AUTH and self.on_auth:
+            answer = self.on_auth(value)
+            if answer:
+                self.session.auth(answer[0], answer[1])
         if self.on_event and ev != PUBLISH:
             self.on_event(ev, value, reason)
 

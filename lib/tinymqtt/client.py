@@ -3,7 +3,7 @@
 # link alive, and reconnects with exponential backoff and jitter when the link is lost.
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, ticks_diff, CONNECTED, DISCONNECTED, LOST
-from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT
+from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
 from tinymqtt.driver import LINK_ERRORS, Backoff, default_port
 
 
@@ -24,6 +24,11 @@ class Client:
         self.on_connect = None  # fn(connack)
         self.on_disconnect = None  # fn(error)
         self.on_event = None  # fn(event, value, reason): every other session event (LOST, acks, AUTH...)
+        # MQTT 5 enhanced authentication (props={AUTHENTICATION_METHOD: ...} in the options): fn(auth_packet)
+        # -> (reason, props) or None, called for each AUTH the server sends (0x18: continue, also before
+        # CONNACK; 0x00: a re-authentication succeeded). The answer goes out as our AUTH, with the method
+        # added; None sends nothing. Re-authenticate with client.session.auth(0x19, props); client.flush().
+        self.on_auth = None
         self.last_error = None
         self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
         self._backoff = Backoff()
@@ -33,7 +38,11 @@ class Client:
 
     def connect(self, timeout=10.0):
         """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
-        self._open()
+        try:
+            self._open()
+        except LINK_ERRORS as e:  # e.g. TLS 1.3: a refused client certificate shows at the first write
+            self._close(e)
+            raise
         deadline_ok = self._wait(lambda: self.session.state == CONNECTED, timeout, raise_errors=True)
         if not deadline_ok:
             self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
@@ -207,6 +216,10 @@ class Client:
             self.on_message(value)
         elif ev == SUBACK or ev == UNSUBACK:
             self._acks[value.pid] = value
+        elif ev == AUTH and self.on_auth:
+            answer = self.on_auth(value)
+            if answer:
+                self.session.auth(answer[0], answer[1])
         if self.on_event and ev != PUBLISH:
             self.on_event(ev, value, reason)
 

@@ -3,7 +3,7 @@
 # memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
 # is a memoryview into the caller's buffer, valid until that buffer is reused.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import Reader, put_u8, put_u16, put_vbi, put_raw, put_str, vbi_len, MAX_VBI
+from tinymqtt.wire import Reader, put_u8, put_u16, put_vbi, put_str, vbi_len, MAX_VBI
 from tinymqtt import props as P
 
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
@@ -79,6 +79,9 @@ class Packet:
             if v != getattr(Packet, f):
                 if f == "password":
                     v = "***"  # credentials never reach logs
+                elif f == "props" and 0x16 in v:  # nor Authentication Data (a token, a SCRAM proof...)
+                    v = dict(v)
+                    v[0x16] = "***"
                 elif isinstance(v, memoryview):
                     v = bytes(v)
                 out.append("%s=%r" % (f, v))
@@ -102,6 +105,8 @@ def frame(buf, n, max_size=MAX_PACKET, pos=0):
         d = buf[pos + i]
         rl |= (d & 0x7F) << (7 * i - 7)
         if not d & 0x80:
+            if not d and i > 1:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
+                raise malformed("Remaining Length in non-minimal form")
             if i + 1 + rl > max_size:
                 raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
                                           % (i + 1 + rl, max_size))
@@ -309,18 +314,29 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
             raise LocalProtocolError(0x81, "U+0000 is not allowed in a topic name: %r" % topic)
         topic = topic.encode()
     extra = 3 if alias else 0
-    n = 2 + len(topic) + len(payload) + (2 if qos else 0)
+    tl, pl = len(topic), len(payload)
+    if tl > 65535:
+        raise LocalProtocolError(0x95, "a topic of %d bytes exceeds 65535" % tl)
+    n = 2 + tl + pl + (2 if qos else 0)
     if version == V5:
         n += P.block_len(props, PUBLISH, extra)
     pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
-    pos = put_str(buf, pos, topic)
+    # Every publish passes here: the fields are written in place, without a call per field.
+    buf[pos] = tl >> 8
+    buf[pos + 1] = tl & 0xFF
+    pos += 2
+    buf[pos:pos + tl] = topic
+    pos += tl
     if qos:
-        pos = put_u16(buf, pos, pid)
+        buf[pos] = pid >> 8
+        buf[pos + 1] = pid & 0xFF
+        pos += 2
     if version == V5:
         pos = P.put(buf, pos, props, PUBLISH, extra)
         if alias:
             pos = put_u16(buf, put_u8(buf, pos, P.TOPIC_ALIAS), alias)
-    return put_raw(buf, pos, payload) - off
+    buf[pos:pos + pl] = payload
+    return pos + pl - off
 
 
 def encode(buf, p, version=V5, off=0):

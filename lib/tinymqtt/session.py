@@ -15,7 +15,7 @@ from tinymqtt.errors import (MQTTError, LocalProtocolError, RemoteProtocolError,
                              malformed, protocol_error)
 from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, NAMES, V5, CONNECT, CONNACK,
                               PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
-                              UNSUBACK, PINGRESP, DISCONNECT, AUTH)
+                              UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
 from tinymqtt.inflight import Inflight, QUEUED, SENT, RELEASED, RELQ, CONTROL
 from tinymqtt.aliases import TopicAliases
 from tinymqtt.topic import validate_name, validate_filter, matches
@@ -68,7 +68,7 @@ class Session:
         self.aliases = TopicAliases()
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
-        self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> filters
+        self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> (type, filters, props)
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
         self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
         self._rx_qos = bytearray(receive_maximum)
@@ -77,10 +77,12 @@ class Session:
         self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
         self._rx_alias = [None]
         self._resub = False
+        self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
         self._connected_once = False
         self.state = DISCONNECTED
         self.session_present = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
+        self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
         self._pinging = False
         self._limits({})
@@ -144,6 +146,8 @@ class Session:
         if p.reason >= 0x80:
             why = (p.props or {}).get(P.REASON_STRING, "")
             raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
+        if p.session_present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
+            raise protocol_error("CONNACK says session present to a clean start")
         pr = p.props or {}
         self._limits(pr)
         if P.ASSIGNED_CLIENT_IDENTIFIER in pr:
@@ -154,9 +158,13 @@ class Session:
         self.state = CONNECTED
         self._connected_once = True
         f = self.flights
+        unsub = []
         for i in f.in_order():
             st = f.state[i]
             if st == CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
+                req = self._pending.get(f.pid[i])
+                if req and req[0] == UNSUBSCRIBE:
+                    unsub.append(req)
                 f.free(i)
                 self._resub = True
             elif (st == SENT or (st == QUEUED and f.dup[i])) and not present:
@@ -184,6 +192,10 @@ class Session:
             self._rx_n = 0
             if self._rx_index:
                 self._rx_index.clear()
+        if present:  # the kept session may still have what the application unsubscribed from
+            for req in unsub:
+                self._request(UNSUBSCRIBE, req[1], req[2])
+        self._resub_todo = []
         if (self._resub or not present) and self.subs:
             self._resubscribe()
         self._event(CONNACK, p, 0)
@@ -206,7 +218,8 @@ class Session:
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
-        when every in-flight slot is taken (wait for acks). Breaking a server limit raises, sending nothing."""
+        when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
+        slot). Breaking a server limit raises, sending nothing."""
         t = self._encode_topic(topic)
         if isinstance(payload, str):
             payload = payload.encode()
@@ -218,10 +231,16 @@ class Session:
         if n > self.server_max_packet or n > len(self.out):
             raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
                                      % (n, self.server_max_packet, len(self.out)))
-        i = self.flights.add(t, payload, qos, retain, props)
+        f = self.flights
+        if not qos and self.state == CONNECTED and len(self.out) - self.outlen >= n and f.next_queued() < 0 \
+                and not self._resub_todo:
+            # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
+            self._put_publish(t, payload, 0, retain, 0, 0, props, 3 if self.aliases.max else 0)
+            return 0
+        i = f.add(t, payload, qos, retain, props)
         if i < 0:
             return -1
-        pid = self.flights.pid[i]
+        pid = f.pid[i]
         self.pump()
         return pid
 
@@ -229,6 +248,8 @@ class Session:
         """Sends queued messages and PUBREL resends, in order, while the window and `out` have room."""
         if self.state != CONNECTED:
             return
+        if self._resub_todo:
+            self._resub_more()
         f = self.flights
         window = min(self.server_receive_maximum, f.size)
         while True:
@@ -255,19 +276,22 @@ class Session:
             if len(self.out) - self.outlen < n:
                 return
             f.pop_queued()
-            alias = 0
-            if room:
-                alias = self.aliases.lookup(t)
-                if alias > 0:
-                    t = b""
-                alias = alias if alias > 0 else -alias
-            self.outlen += encode_publish(self.out, self.version, t, pl, q, f.retain[i], dup, f.pid[i], pr, alias,
-                                          self.outlen)
-            self.last_sent = self._now
+            self._put_publish(t, pl, q, f.retain[i], dup, f.pid[i], pr, room)
             if q:
                 f.mark(i, SENT, self._now)
             else:
                 f.free(i)
+
+    def _put_publish(self, t, pl, q, retain, dup, pid, pr, room):
+        # Writes a PUBLISH into `out`, with a topic alias when `room` allows one.
+        alias = 0
+        if room:
+            alias = self.aliases.lookup(t)
+            if alias > 0:
+                t = b""
+            alias = alias if alias > 0 else -alias
+        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
+        self.last_sent = self._now
 
     def _publish_len(self, t, payload, qos, props, alias_room):
         # The exact size of a PUBLISH, `alias_room` bytes for a Topic Alias property included.
@@ -289,6 +313,9 @@ class Session:
                 raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
         if props and P.SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
+        n = self._sub_len(topics, props)
+        if n > len(self.out):  # recorded, it would fail again on every reconnect
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds our buffer of %d" % (n, len(self.out)))
         for f, o in topics:
             self.subs[f] = (o, props)
             if handler:
@@ -308,18 +335,50 @@ class Session:
         pid = self.flights.reserve()
         if pid < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
-        self._pending[pid] = topics
+        self._pending[pid] = (t, topics, props)
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
+    def _sub_len(self, topics, props):
+        n = 2 + (P.block_len(props, SUBSCRIBE) if self.version == V5 else 0)
+        for f, o in topics:
+            n += 3 + len(f.encode())
+        return 1 + vbi_len(n) + n
+
     def _resubscribe(self):
-        self._resub = False
-        plain = [(f, self.subs[f][0]) for f in self.subs if not self.subs[f][1]]
-        if plain:
-            self._request(SUBSCRIBE, plain, None)
+        # A new session subscribes again: the filters without properties together, each one with properties
+        # on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What finds no packet
+        # id or no room now (every slot may hold a queued message) goes out from pump() when it can.
+        limit = min(len(self.out), self.server_max_packet)
+        todo, batch = [], []
+        for f in self.subs:
+            o, pr = self.subs[f]
+            if pr:
+                continue
+            if batch and self._sub_len(batch + [(f, o)], None) > limit:
+                todo.append((batch, None))
+                batch = []
+            batch.append((f, o))
+        if batch:
+            todo.append((batch, None))
         for f in self.subs:
             if self.subs[f][1]:
-                self._request(SUBSCRIBE, [(f, self.subs[f][0])], self.subs[f][1])
+                todo.append(([(f, self.subs[f][0])], self.subs[f][1]))
+        self._resub = True  # until every one is sent: a new connection starts them again
+        self._resub_todo = todo
+        self._resub_more()
+
+    def _resub_more(self):
+        todo = self._resub_todo
+        while todo:
+            topics = [t for t in todo[0][0] if t[0] in self.subs]  # not what was unsubscribed meanwhile
+            props = todo[0][1]
+            if topics:
+                if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                    return
+                self._request(SUBSCRIBE, topics, props)
+            todo.pop(0)
+        self._resub = False
 
     def ack(self, msg):
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
@@ -338,7 +397,15 @@ class Session:
         return True
 
     def auth(self, reason, props):
-        """MQTT 5 enhanced authentication: answers a server AUTH (see the AUTH event)."""
+        """MQTT 5 enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
+        The Authentication Method of our CONNECT (props) is added when props lack it, as the spec requires."""
+        method = (self.props or {}).get(P.AUTHENTICATION_METHOD)
+        if self.version < V5 or method is None:
+            raise LocalProtocolError(0x82, "enhanced authentication needs MQTT 5 and an Authentication Method "
+                                           "in the CONNECT properties")
+        if P.AUTHENTICATION_METHOD not in (props or {}):
+            props = dict(props or {})
+            props[P.AUTHENTICATION_METHOD] = method
         self._send(Packet(AUTH, reason=reason, props=props))
 
     # ------------------------------------------------------------ input
@@ -396,13 +463,17 @@ class Session:
             return
         if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
             return
+        t = first >> 4
+        if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE or t == PINGREQ:  # by type: what it holds is moot
+            raise protocol_error("a server never sends %s" % NAMES[t])
         p = decode(self._inmv[pos:pos + total], self.version)
-        t = p.type
         if self.state == CONNECTING:
             if t == CONNACK:
                 return self._on_connack(p)
             if t != AUTH:
                 raise protocol_error("%s before CONNACK" % NAMES[t])
+            if p.reason != 0x18:
+                raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
         if t == PUBLISH:
             self._on_publish(p)
         elif PUBACK <= t <= PUBCOMP:
@@ -419,9 +490,21 @@ class Session:
             self._event(DISCONNECT, p, p.reason)
             raise ConnectionLost(p.reason, "server sent DISCONNECT")
         elif t == AUTH:
-            self._event(AUTH, p, p.reason)
+            self._on_auth(p)
         else:
             raise protocol_error("a server never sends %s" % NAMES[t])
+
+    def _on_auth(self, p):
+        # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
+        # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
+        method = (self.props or {}).get(P.AUTHENTICATION_METHOD)
+        if method is None:
+            raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
+        if (p.props or {}).get(P.AUTHENTICATION_METHOD) != method:
+            raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
+        if p.reason == 0x19:
+            raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
+        self._event(AUTH, p, p.reason)
 
     def _fast_publish(self, buf, pos, end):
         # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
@@ -524,6 +607,8 @@ class Session:
         if q == 2 or (q and self.manual_ack):
             j = self._rx_find(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
+                if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
+                    self.reused += 1
                 if self._rx_state[j] == _RX_PUBREC:
                     self._ack_out(PUBREC, p.pid)
                 return
@@ -584,14 +669,18 @@ class Session:
         self.pump()
 
     def _on_suback(self, p):
-        topics = self._pending.pop(p.pid, None)
+        req = self._pending.get(p.pid)
         i = self.flights.find(p.pid)
-        if topics is None or i < 0:
+        if req is None or i < 0:
             self.unsolicited += 1
             return
-        self.flights.free(i)
+        topics = req[1]
+        if p.type != req[0] + 1:  # checked before the request is let go: a reconnect asks again
+            raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[p.type], p.pid, NAMES[req[0]]))
         if p.codes is not None and len(p.codes) != len(topics):
             raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[p.type], len(p.codes), len(topics)))
+        del self._pending[p.pid]
+        self.flights.free(i)
         if p.type == SUBACK:
             for k in range(len(topics)):
                 if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again

@@ -143,6 +143,8 @@ class Reader:
             d = self.u8(what)
             v |= (d & 0x7F) << shift
             if not d & 0x80:
+                if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
+                    raise malformed("%s in non-minimal form" % what)
                 return v
         raise malformed("%s longer than 4 bytes" % what)
 

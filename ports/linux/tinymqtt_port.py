@@ -18,6 +18,11 @@ def network_up(timeout_ms=0):
     return True
 
 
+def _wants_tls(tls):
+    # Only None and False mean plain TCP: an empty options dict asks for TLS with the defaults, never for less.
+    return tls is not None and tls is not False
+
+
 def _tls_context(tls):
     import ssl
     if hasattr(tls, "wrap_socket"):
@@ -71,7 +76,7 @@ def open(host, port, tls=None, timeout_ms=10000):
     try:
         sock.connect(ai[-1])
         sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_NODELAY", 1), 1)
-        if tls:
+        if _wants_tls(tls):
             name = tls.get("server_hostname", host) if isinstance(tls, dict) else host
             sock = _tls_context(tls).wrap_socket(sock, server_hostname=name)
     except BaseException:
@@ -112,7 +117,7 @@ class AsyncTransport:
 
 async def open_stream(host, port, tls=None):
     import asyncio
-    ctx = _tls_context(tls) if tls else None
+    ctx = _tls_context(tls) if _wants_tls(tls) else None
     if ctx is None:
         r, w = await asyncio.open_connection(host, port)
     else:
