@@ -121,7 +121,7 @@ def test_telemetry_will_says_offline_when_the_board_dies(tmp_path, broker, watch
     root, prefix = deployed(tmp_path, broker, "telemetry.py", "COUNT=0", "PERIOD_MS=50")
     w = watchers(prefix + "/status")
     with simboard.Running(root) as board:
-        board.expect("SENT 2")
+        board.expect("SENT 2", 15.0)
         status = watchers(prefix + "/status")
         status.wait(lambda: status.msgs)
         assert status.msgs[0].payload == b"online" and status.msgs[0].retain
@@ -144,7 +144,7 @@ def test_command_drives_the_pin_and_acknowledges(tmp_path, broker, watchers, wit
     cmd, reply = prefix + "/cmd/led", prefix + "/cmd/led/reply"
     w = watchers(reply, prefix + "/mine")
     with simboard.Running(root) as board:
-        board.expect("READY")
+        board.expect("READY", 15.0)
         for c in ("on", "toggle", "bogus", "1"):
             w.publish(cmd, c.encode())
         w.wait(lambda: len(w.on(reply)) == 4, what="4 replies")
@@ -158,7 +158,7 @@ def test_command_drives_the_pin_and_acknowledges(tmp_path, broker, watchers, wit
         m = w.on(prefix + "/mine")[0]
         assert m.json() == {"cmd": "off", "ok": True, "led": 0} and m.props[P.CORRELATION_DATA] == b"req-7"
         w.publish(cmd, b"quit")
-        assert board.wait() == 0, str(board)
+        assert board.wait(15.0) == 0, str(board)
         assert "DONE" in board.lines
         pins = [l for l in board.lines if l.startswith("FAKE-PIN")]
     if with_machine:
@@ -180,14 +180,14 @@ def test_rpc_answers_mqtt5_requests_with_their_correlation_data(tmp_path, broker
         (b"c4", {"method": "reboot"}, {"error": "no method 'reboot'"}),
     ]
     with simboard.Running(root) as board:
-        board.expect("READY")
+        board.expect("READY", 15.0)
         w.publish(prefix + "/rpc", b'{"method": "add", "params": [1]}')  # no Response Topic: dropped
         for corr, req, _ in requests:
             w.publish(prefix + "/rpc", json.dumps(req).encode(),
                       props={P.RESPONSE_TOPIC: answers, P.CORRELATION_DATA: corr})
         w.wait(lambda: len(w.msgs) >= 4, what="4 answers")
         w.publish(prefix + "/rpc", b"quit")
-        assert board.wait() == 0, str(board)
+        assert board.wait(15.0) == 0, str(board)
     w.idle(0.2)
     got = {m.props[P.CORRELATION_DATA]: m for m in w.msgs}
     assert len(w.msgs) == 4, "the request without a Response Topic got no answer"
