@@ -1,0 +1,26 @@
+# `python -m tools.bench --quick` runs end to end (a real mosquitto, the raw ceiling, tinymqtt's two clients,
+# the peers only where they are installed, MicroPython) and writes its page and raw results. It proves the
+# bench works; its figures are never checked here: timing belongs to the bench, not to the test suite.
+import json
+import subprocess
+import sys
+
+from tests.support.micropython import ROOT
+
+
+def test_bench_quick_runs_and_writes_its_report(tmp_path):
+    out = tmp_path / "out"
+    raw = tmp_path / "results.json"
+    p = subprocess.run([sys.executable, "-m", "tools.bench", "--quick", "--out", str(out), "--json", str(raw)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    res = json.loads(raw.read_text())
+    for section in ("throughput", "latency", "wire", "sizes", "mp_mem", "mp_heap", "codec"):
+        assert res.get(section), "no %s figures\n%s" % (section, p.stdout[-3000:])
+    for client in ("raw", "tinymqtt", "tinymqtt-aio"):
+        for qos in (0, 1, 2):
+            run = res["throughput"]["%s %d" % (client, qos)]["runs"][0]
+            assert run["received"] == run["sent"] == 300, run  # every message reached the counter
+    page = (out / "benchmarks.md").read_text()
+    assert "## 1. Throughput" in page and "## How to reproduce" in page
+    assert "Targets" in p.stdout

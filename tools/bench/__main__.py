@@ -1,0 +1,216 @@
+# python -m tools.bench [--quick] [--only SECTIONS] [--out DIR] [--json FILE]
+# Every figure of docs/benchmarks.md in one run: throughput and latency against one local mosquitto (tinymqtt
+# and the peers that are installed), MicroPython heap and .mpy sizes, bytes on the wire, codec speed.
+# A full run writes docs/benchmarks.md and docs/benchmarks.png; --quick (a few hundred messages, one
+# round: it proves the bench runs, its figures mean little) writes only where --out says.
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from tools.bench import codec, mp, report, throughput
+from tools.bench.broker import BenchBroker, mosquitto_version
+from tools.bench.workers import ROOT
+
+SECTIONS = ("throughput", "latency", "memory", "heap", "sizes", "wire", "codec")
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="tiny run that proves the bench works (seconds)")
+    ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated: " + ", ".join(SECTIONS))
+    ap.add_argument("--n", type=int, help="messages per throughput run (default 100000; quick: 300)")
+    ap.add_argument("--rounds", type=int, help="throughput rounds, median taken (default 5; quick: 1)")
+    ap.add_argument("--window", type=int, default=1000, help="QoS 1/2 messages in flight (tinymqtt, ceiling)")
+    ap.add_argument("--payload", type=int, default=64, help="payload bytes")
+    ap.add_argument("--clients", default=",".join(throughput.CLIENTS), help="throughput/latency clients")
+    ap.add_argument("--no-peers", action="store_true", help="tinymqtt and the ceiling only")
+    ap.add_argument("--out", help="folder for benchmarks.md and benchmarks.png (default: docs/ for a full run)")
+    ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--render", metavar="JSON", help="measure nothing: write the page again from a --json file")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter the client processes run on")
+    ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
+                    help="first wait up to S seconds for other work on the machine to stop")
+    ap.add_argument("--nice", type=int, default=0, metavar="N",
+                    help="run the bench, its broker, counter and clients at this niceness (e.g. -10 as root, so "
+                         "other work on a shared machine yields to them)")
+    a = ap.parse_args(argv)
+    a.only = [s.strip() for s in a.only.split(",") if s.strip()]
+    bad = [s for s in a.only if s not in SECTIONS]
+    if bad:
+        ap.error("unknown section(s) %s; pick from %s" % (", ".join(bad), ", ".join(SECTIONS)))
+    a.n = a.n or (300 if a.quick else 100000)
+    a.rounds = a.rounds or (1 if a.quick else 5)
+    if a.out is None and not a.quick and set(a.only) == set(SECTIONS):  # a partial run never replaces the page
+        a.out = os.path.join(ROOT, "docs")
+    return a
+
+
+def _tool_version(cmd):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        return (p.stdout or p.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def load():
+    return "%.1f" % os.getloadavg()[0]
+
+
+def busy(seconds=1.0):
+    """Share of all CPUs busy over `seconds` (from /proc/stat; None elsewhere): what other work takes."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    try:
+        t0, i0 = snap()
+        time.sleep(seconds)
+        t1, i1 = snap()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def wait_idle(limit, log):
+    """Waits up to `limit` seconds for the machine to be at most 15% busy; returns the last reading."""
+    end = time.monotonic() + limit
+    b = busy()
+    while b is not None and b > 0.15 and time.monotonic() < end:
+        log("bench: the machine is %.0f%% busy with other work: waiting (up to %.0f s more)"
+            % (100 * b, end - time.monotonic()))
+        time.sleep(4)
+        b = busy()
+    return b
+
+
+def main(argv=None):
+    a = parse(sys.argv[1:] if argv is None else argv)
+    t_start = time.monotonic()
+    log = lambda *x: print(*x, flush=True)
+    if a.render:
+        with open(a.render) as f:
+            return write(_from_json(json.load(f)), a.out or os.path.join(ROOT, "docs"), log)
+    niceness = os.nice(0)
+    if a.nice:
+        try:
+            niceness = os.nice(a.nice - niceness)  # every process the bench starts inherits it
+        except OSError as e:
+            log("bench: cannot set niceness %d (%s): running at %d" % (a.nice, e, niceness))
+    clients = [c for c in a.clients.split(",") if c]
+    peers = {}
+    for c in list(clients):
+        if c in throughput.PEER_MODULES:
+            v = None if a.no_peers else throughput.peer_version(a.python, c)
+            if v is None:
+                log("bench: %s is not installed for %s: left out (pip install -r requirements-bench.txt)"
+                    % (throughput.PEER_MODULES[c][1], a.python))
+                clients.remove(c)
+            else:
+                peers[throughput.PEER_MODULES[c][1]] = v
+    boards = {}
+    try:
+        from tools import boards as boards_mod
+        if os.path.exists(boards_mod.DEFAULT_PATH):
+            boards = boards_mod.load()
+    except Exception as e:  # boards.toml is optional for the bench
+        log("bench: boards.toml not used (%s)" % e)
+    res = {"clients": clients, "n": a.n, "window": a.window, "payload": a.payload, "quick": a.quick,
+           "slow_n": 20 if a.quick else 100, "lat_n": 50 if a.quick else 2000, "lat_cap": 2 if a.quick else 5,
+           "wire_payload": codec.WIRE_PAYLOAD.decode(), "board_opts": {n: b.session_options() for n, b in boards.items()},
+           }
+    res["meta"] = {"when": datetime.date.today().isoformat(), "platform": platform.platform(terse=True),
+                   "cores": os.cpu_count(), "python": platform.python_version(), "mosquitto": mosquitto_version(),
+                   "node": _tool_version(["node", "--version"]), "mpy_cross": mp.mpy_version(), "peers": peers,
+                   "rounds": a.rounds, "load_before": load(), "load_after": load(), "busy_before": "?",
+                   "nice": niceness, "command": " ".join(["python -m tools.bench"] + (sys.argv[1:] if argv is None
+                                                                                       else list(argv)))}
+    need_broker = {"throughput", "latency", "wire"} & set(a.only)
+    broker = BenchBroker().start() if need_broker else None
+    try:
+        if "throughput" in a.only:
+            b = wait_idle(a.wait_idle, log) if a.wait_idle else busy()
+            res["meta"]["busy_before"] = "?" if b is None else "%.0f%%" % (100 * b)
+            log("bench: throughput, %d messages x %d rounds (load %s, CPUs %s busy)" % (
+                a.n, a.rounds, load(), res["meta"]["busy_before"]))
+            res["meta"]["load_before"] = load()
+            slow = {"minimqtt": (20 if a.quick else 100, 3 if a.quick else 10)}
+            res["throughput"] = throughput.throughput(a.python, broker, clients, (0, 1, 2), a.n, a.rounds, a.window,
+                                                      a.payload, cap=10 if a.quick else 30, slow=slow, log=log)
+            res["meta"]["load_after"] = load()
+        if "latency" in a.only:
+            log("bench: latency")
+            res["latency"] = throughput.latency(a.python, broker, clients, (1, 2), res["lat_n"], res["lat_cap"],
+                                                a.window, a.payload, log=log)
+        if "wire" in a.only:
+            log("bench: bytes on the wire")
+            res["wire"] = codec.wire(broker, 20 if a.quick else 100)
+    finally:
+        if broker:
+            broker.close()
+    if "sizes" in a.only:
+        log("bench: .mpy sizes")
+        res["sizes"] = mp.sizes(boards)
+    mp_ok = mp.available()
+    if not mp_ok and {"memory", "heap"} & set(a.only):
+        log("bench: node or the npm MicroPython is missing (tools/bootstrap.sh): MicroPython figures left out")
+    if "memory" in a.only and mp_ok:
+        log("bench: MicroPython heap per publish / received message")
+        res["mp_mem"] = mp.run(["memory"], 50 if a.quick else 500)
+    if "heap" in a.only and mp_ok:
+        log("bench: MicroPython heap of a connected client")
+        res["mp_heap"] = mp.run(["heap"], 1, boards)
+    if "codec" in a.only:
+        log("bench: codec speed")
+        res["codec"] = {"cpython": codec.speed(0.05 if a.quick else 0.3)}
+        if mp_ok:
+            res["codec"]["micropython"] = mp.run(["codec"], 20 if a.quick else 200)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(_jsonable(res), f, indent=1)
+    write(res, a.out, log)
+    log("bench: done in %.0f s" % (time.monotonic() - t_start))
+    return 0
+
+
+def write(res, out, log):
+    """Prints the tables; with `out`, writes benchmarks.md and (with matplotlib) benchmarks.png there."""
+    log("")
+    log(report.console(res))
+    if out:
+        os.makedirs(out, exist_ok=True)
+        png = os.path.join(out, "benchmarks.png")
+        if res.get("throughput") and report.chart(res, png):
+            res["chart"] = "benchmarks.png"
+        elif res.get("throughput"):
+            log("bench: no chart: matplotlib is not installed (requirements-bench.txt)")
+        with open(os.path.join(out, "benchmarks.md"), "w") as f:
+            f.write(report.markdown(res))
+        log("bench: wrote %s" % os.path.join(out, "benchmarks.md") + (" and %s" % png if res.get("chart") else ""))
+    return 0
+
+
+def _jsonable(x):
+    # JSON has no tuple keys: ("tinymqtt", 1) is written "tinymqtt 1" (and read back by _from_json).
+    if isinstance(x, dict):
+        return {(" ".join(map(str, k)) if isinstance(k, tuple) else k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def _from_json(res):
+    for key in ("throughput", "latency"):
+        if res.get(key):
+            res[key] = {(k.split()[0], int(k.split()[1])): v for k, v in res[key].items()}
+    return res
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
