@@ -228,6 +228,7 @@ result(step="tls", protocol=c.protocol, verify=c.verify_mode, cadata=c.cadata.de
 port.open("10.0.0.2", 8883, tls={"cafile": "ca.pem", "server_hostname": "mqtt.example"})
 result(step="tls name", wrapped=ssl.contexts[-1].wrapped)
 result(step="tls no ca", r=outcome(lambda: port.open("broker.example", 8883, tls=True)))
+result(step="tls empty", r=outcome(lambda: port.open("broker.example", 8883, tls={})))
 port.open("broker.example", 8883, tls={"insecure": True})
 result(step="tls insecure", verify=ssl.contexts[-1].verify_mode)
 ssl.verify_error = -0x2700
@@ -286,6 +287,7 @@ def test_blocking_socket_path_maps_board_errors(trees, board):
     assert tls["wrapped"] == [["broker.example", True]], "server_hostname is the broker's name"
     assert r["tls name"]["wrapped"] == [["mqtt.example", True]]
     assert "needs the broker's CA" in r["tls no ca"]["r"]["valueerror"]
+    assert "needs the broker's CA" in r["tls empty"]["r"]["valueerror"], "tls={} must never mean plain TCP"
     assert r["tls insecure"]["verify"] == 0
     assert r["tls bad cert"]["r"]["msg"].startswith("TLS: the server's certificate did not verify")
     assert r["tls bad cert"]["closed"]

@@ -169,6 +169,12 @@ def tls_context(tls):
     return ctx
 
 
+def _wants_tls(tls):
+    # Only None and False mean plain TCP: an empty options dict asks for TLS (and fails without a CA),
+    # never silently for less.
+    return tls is not None and tls is not False
+
+
 def _server_name(tls, host):
     return tls.get("server_hostname", host) if isinstance(tls, dict) else host
 
@@ -249,7 +255,7 @@ def open(host, port, tls=None, timeout_ms=10000):
                 raw.setsockopt(getattr(socket, "IPPROTO_TCP", 6), nodelay, 1)
             except OSError:
                 pass
-        if tls:
+        if _wants_tls(tls):
             ctx = tls_context(tls)
             try:
                 sock = ctx.wrap_socket(raw, server_hostname=_server_name(tls, host))
@@ -313,7 +319,7 @@ async def open_stream(host, port, tls=None):
     addr = ai[-1]
     ip = addr[0] if isinstance(addr, tuple) else host  # some builds give a raw sockaddr: let asyncio resolve
     try:
-        if tls:
+        if _wants_tls(tls):
             r, w = await asyncio.open_connection(ip, port, ssl=tls_context(tls),
                                                  server_hostname=_server_name(tls, host))
         else:

@@ -41,7 +41,7 @@ class SimStream:
 
 
 async def open_stream(host, port, tls=None):
-    if tls:
+    if tls is not None and tls is not False:  # tls={} asks for TLS too: refuse, never go plain
         raise OSError(95, "the simulated board has no TLS")  # EOPNOTSUPP
     h = await jsnet.connect(host, port)
     if h < 0:
