@@ -3,6 +3,7 @@
 # while it counts) and time.ticks_us(), and prints one line per figure: BENCH {"k": key, "v": value}.
 # tools/bench/mp.py prepends ITER (loop length), BOARDS ({name: Session options}) and PARTS (which of memory,
 # codec, heap to run: heap runs alone, in a fresh interpreter, so it sees every import it pays for).
+import asyncio
 import gc
 import json
 import time
@@ -91,7 +92,6 @@ class FakeTransport:
 
 class FakeStream:
     def __init__(self, connack):
-        import asyncio
         self.connack = connack
         self.never = asyncio.Event()
 
@@ -136,10 +136,9 @@ async def heap():
     import tinymqtt.client
     gc.collect()
     out("heap.import.client", gc.mem_alloc() - base)
-    import tinymqtt.aio
+    import tinymqtt.aio  # noqa: F401 (what importing it costs is the figure)
     gc.collect()
     out("heap.import.client+aio", gc.mem_alloc() - base)
-    import asyncio
     from tinymqtt.client import Client
     from tinymqtt.aio import AsyncClient
     for name in BOARDS:
@@ -173,5 +172,4 @@ async def main():
 
 # This port has no asyncio.run (JS drives the loop) and its top-level coroutine cannot take a cancellation
 # (asyncio.wait_for throws one): everything runs in a task the top level awaits, as tools/sim/run.mjs does.
-import asyncio
 await asyncio.create_task(main())

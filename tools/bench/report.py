@@ -221,6 +221,7 @@ def codec_rows(res):
 
 # ------------------------------------------------------------------------------------------ markdown
 
+MP_TIMING = "the best of three loops of at least 100 ms (its clock ticks in milliseconds)"
 QUICK = ("**A `--quick` run: a few hundred messages and one round, to prove the bench works. Its figures and "
          "verdicts mean nothing; run `python -m tools.bench` for real ones.**")
 
@@ -321,9 +322,10 @@ def markdown(res):
                   wa["first_publish"], wa["up"], w5["up"], 100 * (1 - wa["up"] / w5["up"])), ""]
     if res.get("codec"):
         L += ["## 5. Codec and session speed", "",
-              "Per call, best of three timed loops. The session rows drive a whole flow through the sans-IO "
-              "session with the acks fed into its buffer (no socket). The MicroPython column is the WebAssembly "
-              "build on this machine's Node, which is not a board's speed: compare its rows with each other.", "",
+              "Per call: CPython the best of three timed loops, MicroPython %s. The session rows drive a "
+              "whole flow through the sans-IO session with the acks fed into its buffer (no socket). The "
+              "MicroPython column is the WebAssembly build on this machine's Node, which is not a board's speed: "
+              "compare its rows with each other." % res["meta"].get("mp_timing", MP_TIMING), "",
               table(*codec_rows(res)), ""]
     t = targets(res)
     if t:
@@ -370,7 +372,7 @@ def chart(res, path):
             if d:
                 xs.append(q + (i - (len(clients) - 1) / 2) * width)
                 ys.append(d["rate"] / 1000)
-        bars = a1.bar(xs, ys, width, label=LABELS[c], color=colors.get(c))
+        a1.bar(xs, ys, width, label=LABELS[c], color=colors.get(c))
         for x, y in zip(xs, ys):
             a1.text(x, y, "%.0f/s" % (y * 1000) if y < 1 else "%.0f" % y, ha="center", va="bottom", fontsize=7)
     for q in qoses:
@@ -452,7 +454,7 @@ def notes(res):
                 continue
             for q, r, b in mine:
                 if r >= b - 0.05:
-                    why = "CPU per message explains it (bound %.2f)" % b
+                    why = ("at or above the all-CPU bound of %.2f: the client's own CPU per message is the gap" % b)
                 else:
                     why = ("CPU per message alone would give %.2f; the rest is other work on the machine disturbing "
                            "the rounds unevenly (%s; see the spread of the rounds in the table above)" % (b, load))
