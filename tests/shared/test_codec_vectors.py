@@ -6,6 +6,10 @@ from tinymqtt import packets as K
 from tinymqtt import wire
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, sub_options
 from tinymqtt.errors import MQTTError, RemoteProtocolError, LocalProtocolError
+try:
+    from tests.shared.checks import raises
+except ImportError:  # MicroPython, run from tests/shared
+    from checks import raises
 
 V31, V311, V5 = 3, 4, 5
 
@@ -20,18 +24,6 @@ def h(s):
 
 def hx(b):
     return " ".join("%02X" % c for c in bytes(b))
-
-
-def raises(cls, reason, fn, *args):
-    try:
-        fn(*args)
-    except cls as e:
-        assert type(e) is cls, "expected %s, got %s" % (cls.__name__, type(e).__name__)
-        assert e.reason == reason, "expected reason 0x%02X, got 0x%02X (%s)" % (reason, e.reason, e.msg)
-        return e
-    except Exception as e:
-        raise AssertionError("expected %s 0x%02X, got %s: %r" % (cls.__name__, reason, type(e).__name__, e))
-    raise AssertionError("expected %s 0x%02X, nothing raised" % (cls.__name__, reason))
 
 
 def _consume(mid, chunks):
