@@ -4,6 +4,7 @@
 # blocking client, asyncio streams for the asyncio client, the clock, and the mapping of the socket errors
 # boards raise to the clients' terms: a read that times out is 0 bytes, a dead link is ConnectionLost.
 # It never imports the client and never runs on CPython (ports/linux is that port).
+import select
 import socket
 import time
 
@@ -180,20 +181,47 @@ def _server_name(tls, host):
 
 
 class Transport:
-    """One blocking connection for client.Client: write() sends n bytes, readinto() waits up to timeout_ms."""
+    """One blocking-client connection on a non-blocking socket: readinto() returns what has arrived, waiting
+    up to timeout_ms in poll; write() continues partial sends until every byte is out, or raises ConnectionLost
+    once the server has taken nothing for send_timeout_ms. Relies on what MicroPython's socket streams share
+    (unix modsocket, ESP32 modsocket.c, lwIP modlwip.c, and the TLS stream over them): on a non-blocking socket
+    readinto()/write() return what they moved or None, never raising for EAGAIN, and poll works on them.
+    A timed read is no use: it fills the whole buffer or raises ETIMEDOUT, losing what it read.
+    Nothing here allocates per call (cached views, ipoll, the stream write with an offset)."""
 
-    def __init__(self, raw, sock):
-        self.raw, self.s = raw, sock  # the TCP socket (timeouts are set there) and what we read (TLS or TCP)
-        self._timeout = None
+    def __init__(self, raw, sock, send_timeout_ms=10000):
+        self.raw, self.s = raw, sock  # the TCP socket and what we read and write (TLS or TCP)
+        self.send_timeout_ms = send_timeout_ms
+        sock.setblocking(False)
+        self._rpoll, self._wpoll = select.poll(), select.poll()
+        self._rpoll.register(sock, select.POLLIN)
+        self._wpoll.register(sock, select.POLLOUT)
+        self._rwait, self._wwait = self._rpoll.ipoll, self._wpoll.ipoll
         self._buf = self._mv = None
 
-    def _settimeout(self, ms):
-        if ms != self._timeout:
-            self.raw.settimeout(ms / 1000 if ms > 0 else 0)
-            self._timeout = ms
+    def _recv(self, buf, off):
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        try:
+            return self.s.readinto(self._mv[off:] if off else self._mv)  # None: nothing (or half a TLS record)
+        except OSError as e:
+            if _code(e) in BUSY:
+                return None
+            raise lost(e)
+
+    def readinto(self, buf, off, timeout_ms):
+        n = self._recv(buf, off)  # first without waiting: TLS may hold decrypted bytes already
+        if n is None and timeout_ms > 0:
+            self._rwait(timeout_ms)
+            n = self._recv(buf, off)
+        if n is None:
+            return 0
+        if not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
 
     def write(self, buf, n):
-        off, start = 0, ticks_ms()
+        off, stalled = 0, None
         while off < n:
             try:
                 k = self.s.write(buf, off, n - off)  # the stream write with an offset allocates nothing
@@ -203,26 +231,15 @@ class Transport:
                 k = None
             if k:
                 off += k
-            elif ticks_diff(ticks_ms(), start) > 10000:
-                raise ConnectionLost(0x80, "write stalled for 10 s")
-            else:
-                self._settimeout(100)
-
-    def readinto(self, buf, off, timeout_ms):
-        if buf is not self._buf:
-            self._buf, self._mv = buf, memoryview(buf)
-        self._settimeout(timeout_ms)
-        try:
-            n = self.s.readinto(self._mv[off:])
-        except OSError as e:
-            if _code(e) in BUSY:
-                return 0
-            raise lost(e)
-        if n is None:  # non-blocking and nothing there (or half a TLS record)
-            return 0
-        if not n:
-            raise ConnectionLost(0x80, "the server closed the connection")
-        return n
+                stalled = None
+                continue
+            now = ticks_ms()
+            if stalled is None:
+                stalled = now
+            left = self.send_timeout_ms - ticks_diff(now, stalled)
+            if left <= 0:
+                raise ConnectionLost(0x80, "the server took no data for %d ms" % self.send_timeout_ms)
+            self._wwait(left)
 
     def close(self):
         for s in (self.s, self.raw):
@@ -239,7 +256,8 @@ def _connect_failed(e, host, port):
 
 
 def open(host, port, tls=None, timeout_ms=10000):
-    """A TCP connection (Nagle off where the board has TCP_NODELAY), in TLS when tls is given."""
+    """A TCP connection (Nagle off where the board has TCP_NODELAY), in TLS when tls is given. timeout_ms
+    bounds the connect, the TLS handshake and, later, each stalled write."""
     ai = resolve(host, port)
     raw = socket.socket(ai[0], ai[1], ai[2])
     sock = raw
@@ -265,7 +283,7 @@ def open(host, port, tls=None, timeout_ms=10000):
     except BaseException:
         raw.close()
         raise
-    return Transport(raw, sock)
+    return Transport(raw, sock, timeout_ms)
 
 
 class Stream:
