@@ -135,14 +135,45 @@ def resolve(host, port):
     return ai[0]
 
 
+def _not_verified(e):
+    # mbedtls' verify text ("The certificate is not correctly signed by the trusted CA") when it gave one
+    why = " ".join(str(e).split()) if isinstance(e, ValueError) else ""
+    return NetworkError(_TLS_VERIFY_FAILED, "TLS: the server's certificate did not verify against the CA" +
+                        (" (%s)" % why if why else ""))
+
+
 def lost(e):
     """The ConnectionLost (or, for a certificate the CA rejects, the OSError) a socket error means."""
     code = _code(e)
     if code == _TLS_VERIFY_FAILED:
-        return NetworkError(code, "TLS: the server's certificate did not verify against the CA")
+        return _not_verified(e)
     if isinstance(code, int) and code < -1000:
         return ConnectionLost(0x80, "TLS error -0x%04X" % -code)
     return ConnectionLost(0x80, "connection lost (%s)" % errname(e))
+
+
+def _pem_to_der(data):
+    """The DER certificates of a PEM text, or None when data is not PEM. MicroPython's mbedTLS may be built
+    without PEM parsing (the unix port here says "invalid cert"); DER always loads, each call adding one CA."""
+    if not data.lstrip().startswith(b"-----BEGIN"):
+        return None
+    from binascii import a2b_base64
+    out, b64 = [], None
+    for line in data.split(b"\n"):
+        line = line.strip()
+        if line.startswith(b"-----BEGIN"):
+            b64 = []
+        elif line.startswith(b"-----END"):
+            out.append(a2b_base64(b"".join(b64)))
+            b64 = None
+        elif b64 is not None:
+            b64.append(line)
+    return out
+
+
+def _load_cas(ctx, data):
+    for der in _pem_to_der(data) or (data,):
+        ctx.load_verify_locations(cadata=der)
 
 
 def tls_context(tls):
@@ -164,7 +195,7 @@ def tls_context(tls):
             with _read_file(opts["cafile"], "rb") as f:
                 cadata = f.read()
         ctx.verify_mode = ssl.CERT_REQUIRED
-        ctx.load_verify_locations(cadata=cadata)
+        _load_cas(ctx, cadata)
     if opts.get("certfile"):
         ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
     return ctx
@@ -277,6 +308,8 @@ def open(host, port, tls=None, timeout_ms=10000):
             ctx = tls_context(tls)
             try:
                 sock = ctx.wrap_socket(raw, server_hostname=_server_name(tls, host))
+            except ValueError as e:  # how MicroPython's ssl says the certificate did not verify
+                raise _not_verified(e)
             except OSError as e:
                 raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else NetworkError(
                     _code(e), "TLS handshake with %s:%d failed (%s)" % (host, port, errname(e)))
@@ -303,6 +336,8 @@ class Stream:
                 if _code(e) in BUSY:
                     continue
                 raise lost(e)
+            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+                raise _not_verified(e)
             if n is None:  # woken, but no whole TLS record yet
                 continue
             if not n:
@@ -312,14 +347,14 @@ class Stream:
     def write(self, buf, n):
         try:
             self.w.write(memoryview(buf)[:n])  # sent at once or copied into the stream's own buffer
-        except OSError as e:
-            raise lost(e)
+        except (OSError, ValueError) as e:
+            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 
     async def drain(self):
         try:
             await self.w.drain()
-        except OSError as e:
-            raise lost(e)
+        except (OSError, ValueError) as e:
+            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 
     def close(self):
         try:
@@ -342,6 +377,8 @@ async def open_stream(host, port, tls=None):
                                                  server_hostname=_server_name(tls, host))
         else:
             r, w = await asyncio.open_connection(ip, port)
+    except ValueError as e:
+        raise _not_verified(e)
     except OSError as e:
-        raise _connect_failed(e, host, port)
+        raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else _connect_failed(e, host, port)
     return Stream(r, w)

@@ -38,6 +38,30 @@ def _server_name(tls, host):
     return tls.get("server_hostname", host) if isinstance(tls, dict) else host
 
 
+def _pem_to_der(data):
+    """The DER certificates of a PEM text, or None when data is not PEM. MicroPython's mbedTLS may be built
+    without PEM parsing (the unix port here says "invalid cert"); DER always loads, each call adding one CA."""
+    if not data.lstrip().startswith(b"-----BEGIN"):
+        return None
+    from binascii import a2b_base64
+    out, b64 = [], None
+    for line in data.split(b"\n"):
+        line = line.strip()
+        if line.startswith(b"-----BEGIN"):
+            b64 = []
+        elif line.startswith(b"-----END"):
+            out.append(a2b_base64(b"".join(b64)))
+            b64 = None
+        elif b64 is not None:
+            b64.append(line)
+    return out
+
+
+def _load_cas(ctx, data):
+    for der in _pem_to_der(data) or (data,):
+        ctx.load_verify_locations(cadata=der)
+
+
 def _tls_context(tls):
     import ssl
     if hasattr(tls, "wrap_socket"):
@@ -49,10 +73,25 @@ def _tls_context(tls):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.verify_mode = ssl.CERT_REQUIRED  # with server_hostname set, mbedtls checks the name too
         with _read_file(opts.get("cafile") or SYSTEM_CA, "rb") as f:
-            ctx.load_verify_locations(cadata=f.read())
+            _load_cas(ctx, f.read())
     if opts.get("certfile"):
         ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
     return ctx
+
+
+def _tls_failed(e, host):
+    """What a failed connect or handshake raises. MicroPython's ssl raises ValueError("...not correctly signed
+    by the trusted CA...") or OSError(-0x2700) for a certificate that does not verify: an OSError that says so,
+    so the clients treat it as a failed link (CPython's SSLCertVerificationError already is one)."""
+    if isinstance(e, ValueError) and not isinstance(e, OSError) or (e.args and e.args[0] == -0x2700):
+        why = " ".join(str(e).split()) if isinstance(e, ValueError) else "wrong CA or wrong host name"
+        return OSError(-0x2700, "TLS: certificate verify failed for %s (%s)" % (host, why))
+    return e
+
+
+def _link_failed(e, host):
+    t = _tls_failed(e, host)
+    return _lost(e) if t is e and isinstance(e, OSError) else t
 
 
 def _busy(e):
@@ -156,22 +195,17 @@ def open(host, port, tls=None, timeout_ms=10000):
         sock.setsockopt(getattr(socket, "IPPROTO_TCP", 6), getattr(socket, "TCP_NODELAY", 1), 1)
         if _wants_tls(tls):
             sock = _tls_context(tls).wrap_socket(sock, server_hostname=_server_name(tls, host))
-    except OSError as e:
+    except BaseException as e:
         sock.close()
-        if e.args and e.args[0] == -0x2700:  # MBEDTLS_ERR_X509_CERT_VERIFY_FAILED, MicroPython's only word
-            raise OSError(e.args[0], "TLS: certificate verify failed (wrong CA or wrong host name for %s)" % host)
-        raise
-    except BaseException:
-        sock.close()
-        raise
+        raise _tls_failed(e, host)
     return Transport(sock, timeout_ms)
 
 
 class AsyncTransport:
     """One asyncio connection: readinto() waits on the stream (no polling), write() queues, drain() sends."""
 
-    def __init__(self, reader, writer):
-        self.r, self.w = reader, writer
+    def __init__(self, reader, writer, host=""):
+        self.r, self.w, self.host = reader, writer, host
         self._buf = self._mv = None
         # MicroPython's asyncio Stream keeps the socket in .s and what it could not send in .out_buf.
         self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
@@ -180,7 +214,10 @@ class AsyncTransport:
         if hasattr(self.r, "readinto"):  # MicroPython's asyncio stream reads in place
             if buf is not self._buf:
                 self._buf, self._mv = buf, memoryview(buf)
-            n = await self.r.readinto(self._mv[off:] if off else self._mv)
+            try:
+                n = await self.r.readinto(self._mv[off:] if off else self._mv)
+            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+                raise _tls_failed(e, self.host)
             if n is None:  # woken, but no whole TLS record yet
                 return 0
         else:
@@ -200,16 +237,16 @@ class AsyncTransport:
         if not self.w.out_buf:  # what Stream.write does, minus the view it would need: straight to the socket
             try:
                 k = raw.write(buf, 0, n) or 0
-            except OSError as e:
-                raise _lost(e)
+            except (OSError, ValueError) as e:
+                raise _link_failed(e, self.host)
         if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
             self.w.out_buf += memoryview(buf)[k:n]
 
     async def drain(self):
         try:
             await self.w.drain()
-        except OSError as e:
-            raise _lost(e)
+        except (OSError, ValueError) as e:
+            raise _link_failed(e, self.host)
 
     def close(self):
         try:
@@ -226,5 +263,8 @@ async def open_stream(host, port, tls=None):
     if ctx is None:
         r, w = await asyncio.open_connection(host, port)
     else:
-        r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=_server_name(tls, host))
-    return AsyncTransport(r, w)
+        try:
+            r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=_server_name(tls, host))
+        except BaseException as e:
+            raise _tls_failed(e, host)
+    return AsyncTransport(r, w, host)
