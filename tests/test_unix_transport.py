@@ -2,7 +2,8 @@
 # ESP32 / Pico W socket layer) with only `network` faked. A scripted TCP server here plays each case: a
 # reply that arrives late and short (the 4-byte CONNACK issue 11 saw lost), a reader that pauses between
 # reads (partial sends, and the send timeout that must not fire), a reader that stalls, a close, a reset,
-# a refused connect. tests/unix_apps/transport.py is the board side.
+# a refused connect, and packets through each transport with the heap locked (no allocation).
+# tests/unix_apps/transport.py is the board side.
 import os
 import socket
 import struct
@@ -52,6 +53,14 @@ def stalled(c):
     time.sleep(8)  # reads nothing; the board gives up after 500 ms without progress and closes
 
 
+def echo(c):
+    while True:
+        data = c.recv(65536)
+        if not data:
+            return
+        c.sendall(data)
+
+
 def closed(c):
     recv_exactly(c, 1)
 
@@ -94,7 +103,7 @@ class Server:
 
 @pytest.mark.parametrize("board", unixport.BOARDS)
 def test_transport_on_real_sockets(board):
-    server = Server([late, slow, stalled, closed, reset])
+    server = Server([late, slow, stalled, closed, reset, echo, echo])
     try:
         rc, out, res = unixport.run(APP, board, {"SERVER_PORT": server.port, "CLOSED_PORT": free_port()},
                                     timeout=90)
@@ -112,4 +121,7 @@ def test_transport_on_real_sockets(board):
     assert refused["oserror"] == 111, refused
     if board != "linux":
         assert refused["msg"].startswith("TCP connect to 127.0.0.1:") and "ECONNREFUSED" in refused["msg"]
+    assert r["heap blocking"]["rounds"] == 200, "the blocking transport allocates nothing (heap locked)"
+    assert r["heap asyncio"] == {"case": "heap asyncio", "writes": 200, "echoed": 200 * 64}, \
+        "the asyncio transport's write allocates nothing (heap locked)"
     assert not server.errors, server.errors

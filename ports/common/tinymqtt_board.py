@@ -325,13 +325,15 @@ class Stream:
     def __init__(self, reader, writer):
         self.r, self.w = reader, writer
         self._buf = self._mv = None
+        # MicroPython's asyncio Stream keeps the socket in .s and what it could not send yet in .out_buf.
+        self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
 
     async def readinto(self, buf, off):
         if buf is not self._buf:
             self._buf, self._mv = buf, memoryview(buf)
         while True:
             try:
-                n = await self.r.readinto(self._mv[off:])
+                n = await self.r.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
             except OSError as e:
                 if _code(e) in BUSY:
                     continue
@@ -346,7 +348,11 @@ class Stream:
 
     def write(self, buf, n):
         try:
-            self.w.write(memoryview(buf)[:n])  # sent at once or copied into the stream's own buffer
+            k = 0
+            if self._raw is not None and not self.w.out_buf:  # Stream.write's own first step, without a view
+                k = self._raw.write(buf, 0, n) or 0
+            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
+                self.w.write(memoryview(buf)[k:n])
         except (OSError, ValueError) as e:
             raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 

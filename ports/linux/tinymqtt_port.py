@@ -233,14 +233,14 @@ class AsyncTransport:
         if raw is None:  # CPython: the stream copies what it is given
             self.w.write(bytes(memoryview(buf)[:n]))
             return
-        k = 0
-        if not self.w.out_buf:  # what Stream.write does, minus the view it would need: straight to the socket
-            try:
+        try:
+            k = 0
+            if not self.w.out_buf:  # Stream.write's own first step, without the view it would need
                 k = raw.write(buf, 0, n) or 0
-            except (OSError, ValueError) as e:
-                raise _link_failed(e, self.host)
-        if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
-            self.w.out_buf += memoryview(buf)[k:n]
+            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
+                self.w.write(memoryview(buf)[k:n])
+        except (OSError, ValueError) as e:
+            raise _link_failed(e, self.host)
 
     async def drain(self):
         try:

@@ -79,3 +79,56 @@ for case in ("closed", "reset"):
 
 # refused: nothing listens on the port after the server's
 result(case="refused", r=outcome(lambda: port.open(HOST, config.CLOSED_PORT)))
+
+# heap: with the heap locked, 200 packets out and their echo back through the blocking transport, and 200
+# writes through the asyncio one: any allocation would raise MemoryError.
+import micropython
+
+pkt = bytearray(b"\x30\x3e\x00\x03a/b" + b"x" * 59)
+loops = range(200)
+
+
+def echoed(t):  # a function: at module level each new global name would allocate
+    rounds = 0
+    t.write(pkt, 64)  # the first read caches its view of the buffer, as a client's connect() does
+    got = 0
+    while got < 64:
+        got += t.readinto(buf, 0, 2000)
+    micropython.heap_lock()
+    try:
+        for i in loops:
+            t.write(pkt, 64)
+            got = 0
+            while got < 64:
+                got += t.readinto(buf, 0, 2000)
+            rounds += 1
+    finally:
+        micropython.heap_unlock()
+    return rounds
+
+
+t = port.open(HOST, PORT)
+result(case="heap blocking", rounds=echoed(t))
+t.close()
+
+import asyncio
+
+
+async def aio():
+    st = await port.open_stream(HOST, PORT)
+    writes = 0
+    micropython.heap_lock()
+    try:
+        for i in loops:
+            st.write(pkt, 64)
+            writes += 1
+    finally:
+        micropython.heap_unlock()
+    await st.drain()
+    got = 0
+    while got < 200 * 64:
+        got += await st.readinto(buf, 0)
+    st.close()
+    result(case="heap asyncio", writes=writes, echoed=got)
+
+asyncio.run(aio())
