@@ -3,8 +3,9 @@
 # the documented drivers (tests/fakes/esp32, tests/fakes/picow): WLAN bring-up and its named failures, a
 # drop and the rejoin through network_up(); and the asyncio path end to end against
 # a real mosquitto through a fake asyncio.open_connection over the simulator's TCP bridge (tests/fakes/
-# jsstream.py), including a WLAN drop in the middle, with the heap it takes. The socket path runs on real
-# sockets under the unix port instead: tests/test_unix_transport.py.
+# jsstream.py; the build has no socket module: tests/fakes/socket.py only resolves names), including a WLAN
+# drop in the middle, with the heap it takes on 32 bits. Sockets, TLS and the blocking path run on real
+# sockets under the unix port instead: tests/test_unix_transport.py, test_unix_aio.py, test_unix_faults.py.
 import pytest
 
 from tests.fakes import simboard
@@ -25,7 +26,7 @@ def trees(tmp_path_factory):
         root = tmp_path_factory.mktemp(b)
         rc, _, err = simboard.deploy(b, "examples/telemetry.py", root, "--set", "HOSTNAME='board1'", env=WIFI)
         assert rc == 0, err
-        simboard.add_fakes(root, "socket", "ssl", "jsstream", board=b)
+        simboard.add_fakes(root, "socket", "jsstream", board=b)
         out[b] = root
     return out
 
@@ -214,13 +215,8 @@ async def main():
         got.append(bytes(m.payload).decode())
         break
     await c.disconnect()
-    try:
-        await port.open_stream("broker.example", 8883, tls={"cadata": b"x", "server_hostname": "mqtt.example"})
-        tls = None
-    except OSError as e:
-        tls = str(e)
     result(got=got, connects=len(connects), lost=lost, joins=port.station.joins, error=str(c.last_error),
-           opened=[[h, p, s is not None, n] for h, p, s, n in jsstream.log], tls=tls, imported=imported,
+           opened=[[h, p, s is not None, n] for h, p, s, n in jsstream.log], imported=imported,
            connected=connected)
 
 asyncio.run(main())
@@ -237,8 +233,6 @@ def test_asyncio_path_against_a_real_broker_with_a_wlan_drop(trees, board, broke
     assert r["joins"] >= 2, "the reconnect went through network_up(), which joined the WLAN again"
     assert "connection" in r["error"] or "WLAN" in r["error"]
     assert r["opened"][0] == ["127.0.0.1", broker.port, False, None]
-    assert r["opened"][-1] == ["10.0.0.2", 8883, True, "mqtt.example"], "resolved, with a TLS context and the name"
-    assert "TCP connect to broker.example:8883 failed" in r["tls"]
     budget = boards_mod.get(board).heap_budget
     assert r["connected"] < budget, "the connected client stack fits the board's heap budget"
     report.record("heap %s: client stack imported (B)" % board, r["imported"])

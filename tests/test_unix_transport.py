@@ -2,12 +2,14 @@
 # ESP32 / Pico W socket layer) with only `network` faked. A scripted TCP server here plays each case: a
 # reply that arrives late and short (the 4-byte CONNACK issue 11 saw lost), a reader that pauses between
 # reads (partial sends, and the send timeout that must not fire), a reader that stalls, a close, a reset,
-# a refused connect, and packets through each transport with the heap locked (no allocation).
+# a refused connect, and packets through each transport with the heap locked (no allocation). Then a WLAN
+# drop under a connected client on the board layers (the fake `network` only), blocking and asyncio.
 # tests/unix_apps/transport.py is the board side.
 import os
 import socket
 import struct
 import threading
+import uuid
 import time
 
 import pytest
@@ -125,3 +127,17 @@ def test_transport_on_real_sockets(board):
     assert r["heap asyncio"] == {"case": "heap asyncio", "writes": 200, "echoed": 200 * 64}, \
         "the asyncio transport's write allocates nothing (heap locked)"
     assert not server.errors, server.errors
+
+
+@pytest.mark.parametrize("api", ["blocking", "aio"])
+@pytest.mark.parametrize("board", ["esp32", "picow"])
+def test_wlan_drop_under_a_connected_client(broker, board, api):
+    env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, CLIENT_ID="w" + uuid.uuid4().hex[:8],
+               PREFIX="uw/%s/" % uuid.uuid4().hex[:8], API=api)
+    rc, out, res = unixport.run(os.path.join(os.path.dirname(APP), "wlan_drop.py"), board, env, timeout=60)
+    assert rc == 0, out
+    r, = res
+    assert r["got"] == ["one", "two"] and r["connects"] == 2, r
+    assert r["lost"] >= 2, "the link loss, then at least one failed rejoin while the access point was gone"
+    assert r["joins"] >= 3, "network_up() tried to join while the access point was gone, and again after"
+    assert "WLAN: no access point named 'home'" in r["error"], r["error"]
