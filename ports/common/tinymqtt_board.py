@@ -228,6 +228,8 @@ class Transport:
         self._rpoll.register(sock, select.POLLIN)
         self._wpoll.register(sock, select.POLLOUT)
         self._rwait, self._wwait = self._rpoll.ipoll, self._wpoll.ipoll
+        self._rwait(0)  # ipoll makes its result tuple on its first call: now, not in the steady state
+        self._wwait(0)
         self._buf = self._mv = None
 
     def _recv(self, buf, off):

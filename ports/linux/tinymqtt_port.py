@@ -120,6 +120,8 @@ class Transport:
         # ipoll (MicroPython) waits like poll but returns the poller itself rather than a new list.
         self._rwait = getattr(self._rpoll, "ipoll", self._rpoll.poll)
         self._wwait = getattr(self._wpoll, "ipoll", self._wpoll.poll)
+        self._rwait(0)  # ipoll makes its result tuple on its first call: now, not in the steady state
+        self._wwait(0)
         self._buf = self._mv = None
 
     def _recv(self, buf, off):
