@@ -2,7 +2,7 @@
 # tests/sim_apps/ and the tests of tests/test_sim_board.py (will, status, QoS 0/1/2 both ways with exact
 # counts, keep-alive at 2 s, topic aliases, reconnect with resend through a proxy that drops acks), run with
 # ports/linux (board "unix") and, but for the keep-alive module fixture, with ports/common under the esp32
-# and picow layers (only `network` faked).
+# layer (only `network` faked).
 import os
 
 import pytest
@@ -24,8 +24,8 @@ def board_kind():
     return "unix"
 
 
-@pytest.fixture(params=unixport.BOARDS)
-def layer(request):
+@pytest.fixture(params=["linux", "esp32"])  # picow shares esp32's socket layer (ports/common): see
+def layer(request):                          # test_unix_transport.py for its own WLAN code on real sockets
     return request.param
 
 
