@@ -1,5 +1,5 @@
-# The blocking transports on MicroPython's unix port over real sockets: ports/linux, and ports/common (the
-# ESP32 / Pico W socket layer) with only `network` faked. A scripted TCP server here plays each case: a
+# The transports on MicroPython's unix port over real sockets: ports/linux (and, the same program, under
+# CPython), and ports/common (the ESP32 / Pico W socket layer) with only `network` faked. A scripted TCP server here plays each case: a
 # reply that arrives late and short (the 4-byte CONNACK issue 11 saw lost), a reader that pauses between
 # reads (partial sends, and the send timeout that must not fire), a reader that stalls, a close, a reset,
 # a refused connect, and packets through each transport with the heap locked (no allocation). Then a WLAN
@@ -103,7 +103,7 @@ class Server:
         self.sock.close()
 
 
-@pytest.mark.parametrize("board", unixport.BOARDS)
+@pytest.mark.parametrize("board", unixport.BOARDS + ("cpython",))
 def test_transport_on_real_sockets(board):
     server = Server([late, slow, stalled, closed, reset, echo, echo])
     try:
@@ -121,7 +121,7 @@ def test_transport_on_real_sockets(board):
     assert "104" in r["reset"]["r"]["lost"], r["reset"]
     refused = r["refused"]["r"]
     assert refused["oserror"] == 111, refused
-    if board != "linux":
+    if board not in ("linux", "cpython"):
         assert refused["msg"].startswith("TCP connect to 127.0.0.1:") and "ECONNREFUSED" in refused["msg"]
     assert r["heap blocking"]["rounds"] == 200, "the blocking transport allocates nothing (heap locked)"
     assert r["heap asyncio"] == {"case": "heap asyncio", "writes": 200, "echoed": 200 * 64}, \

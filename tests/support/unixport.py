@@ -38,9 +38,13 @@ def tree(app, dst, board="linux", env=None):
 
 
 class Board(tools.sim.Board):
-    """A program running in the background on the unix port (expect(), wait(), results(), close())."""
+    """A program running in the background on the unix port (expect(), wait(), results(), close()); board
+    "cpython" runs it under CPython with ports/linux instead."""
 
     def __init__(self, app, board="linux", env=None, heap=None):
+        if board == "cpython":  # the same tree and program under CPython (ports/linux), for comparison
+            super().__init__(app, env, heap, board="linux")
+            return
         tmp = tempfile.mkdtemp(prefix="tinymqtt-unix-")
         super().__init__(board="unix", root=tree(app, tmp, board, env), heap=heap)
         self._tmp = tmp  # removed by close()

@@ -1,6 +1,6 @@
-# Unix-port program: the blocking transport of this tree's port (ports/linux, or ports/common under esp32 /
-# picow) over real sockets against the test's scripted TCP server (config.SERVER_PORT), one connection per
-# case, in the order the test serves them. Prints RESULT {case, ...} per case.
+# Unix-port program (also run by CPython, for ports/linux): the transports of this tree's port (ports/linux,
+# or ports/common under esp32 / picow) over real sockets against the test's scripted TCP server
+# (config.SERVER_PORT), one connection per case, in the order the test serves them. Prints RESULT per case.
 import json
 
 import config
@@ -82,7 +82,12 @@ result(case="refused", r=outcome(lambda: port.open(HOST, config.CLOSED_PORT)))
 
 # heap: with the heap locked, 200 packets out and their echo back through the blocking transport, and 200
 # writes through the asyncio one: any allocation would raise MemoryError.
-import micropython
+try:
+    import micropython
+except ImportError:  # CPython: the same traffic, nothing to lock
+
+    class micropython:
+        heap_lock = heap_unlock = staticmethod(lambda: None)
 
 pkt = bytearray(b"\x30\x3e\x00\x03a/b" + b"x" * 59)
 loops = range(200)
