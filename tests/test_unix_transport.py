@@ -1,10 +1,10 @@
 # The transports on MicroPython's unix port over real sockets: ports/linux (and, the same program, under
-# CPython), and ports/common (the ESP32 / Pico W socket layer) with only `network` faked. A scripted TCP server here plays each case: a
-# reply that arrives late and short (the 4-byte CONNACK issue 11 saw lost), a reader that pauses between
-# reads (partial sends, and the send timeout that must not fire), a reader that stalls, a close, a reset,
-# a refused connect, and packets through each transport with the heap locked (no allocation). Then a WLAN
-# drop under a connected client on the board layers (the fake `network` only), blocking and asyncio.
-# tests/unix_apps/transport.py is the board side.
+# CPython), and ports/common (the ESP32 / Pico W socket layer) with only `network` faked. A scripted TCP
+# server here plays each case: a reply that arrives late and short (the 4-byte CONNACK issue 11 saw lost),
+# a reader that pauses between reads (partial sends, and the send timeout that must not fire), a reader
+# that stalls, a close, a reset, a refused connect, and packets through each transport with the heap locked
+# (no allocation). Then a WLAN drop under a connected client on the board layers (the fake `network` only),
+# blocking and asyncio. tests/unix_apps/transport.py and wlan_drop.py are the board side.
 import os
 import socket
 import struct
