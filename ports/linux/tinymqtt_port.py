@@ -83,7 +83,7 @@ def _tls_failed(e, host):
     """What a failed connect or handshake raises. MicroPython's ssl raises ValueError("...not correctly signed
     by the trusted CA...") or OSError(-0x2700) for a certificate that does not verify: an OSError that says so,
     so the clients treat it as a failed link (CPython's SSLCertVerificationError already is one)."""
-    if isinstance(e, ValueError) and not isinstance(e, OSError) or (e.args and e.args[0] == -0x2700):
+    if (isinstance(e, ValueError) and not isinstance(e, OSError)) or (e.args and e.args[0] == -0x2700):
         why = " ".join(str(e).split()) if isinstance(e, ValueError) else "wrong CA or wrong host name"
         return OSError(-0x2700, "TLS: certificate verify failed for %s (%s)" % (host, why))
     return e
