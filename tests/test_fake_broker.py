@@ -21,7 +21,8 @@ import tinymqtt_port  # noqa: E402
 from tests.support.fakebroker import FakeBroker  # noqa: E402
 from tinymqtt import props as P  # noqa: E402
 from tinymqtt.client import Client  # noqa: E402
-from tinymqtt.errors import ConnectError, ConnectionLost, LocalProtocolError, RemoteProtocolError  # noqa: E402
+from tinymqtt.errors import (ConnectError, ConnectionLost, LocalProtocolError, RemoteProtocolError,  # noqa: E402
+                             NotDelivered)
 from tinymqtt.packets import (Packet, CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,  # noqa: E402
                               SUBSCRIBE, SUBACK, PINGREQ, PINGRESP, DISCONNECT)
 from tinymqtt.session import LOST  # noqa: E402
@@ -763,3 +764,131 @@ def test_batched_publish_waits_for_room_instead_of_overflowing_out(rig):
     fb.run(c)
     fb.run(c, until=lambda: not c.session.flights.count)
     assert len(fb.received(PUBLISH)[-1]) == free + 1
+
+
+# ---------------------------------------------------------------- issue 13: never silent (client API, point 9)
+
+def test_wait_for_tells_delivered_from_refused_and_lost(rig):
+    def server(fb):
+        fb.handshake()
+        ok, no, rec = fb.expect(PUBLISH, qos=1), fb.expect(PUBLISH, qos=1), fb.expect(PUBLISH, qos=2)
+        fb.send(Packet(PUBACK, pid=ok.pid), Packet(PUBACK, pid=no.pid, reason=0x87),
+                Packet(PUBREC, pid=rec.pid, reason=0x97))
+        fb.expect(PUBLISH, qos=1, payload=b"lost")
+        fb.close()
+        fb.handshake(session_present=False)  # the session that had it is gone
+
+    fb, c = rig(V5, server, session_expiry=60)
+    c.connect()
+    ok, no, rec = c.publish("a", b"1", 1), c.publish("a", b"2", 1), c.publish("a", b"3", 2)
+    assert c.wait_for(ok, 10) is True
+    for pid, reason in ((no, 0x87), (rec, 0x97)):
+        with pytest.raises(NotDelivered) as e:
+            c.wait_for(pid, 10)
+        assert (e.value.pid, e.value.reason) == (pid, reason) and "refused" in str(e.value)
+    lost = c.publish("a", b"lost", 1)
+    with pytest.raises(NotDelivered) as e:
+        c.wait_for(lost, 10)
+    assert (e.value.pid, e.value.reason) == (lost, 0x80) and "lost" in str(e.value)
+    fb.join()
+
+
+def test_publish_and_wait_for_raise_at_once_offline_without_reconnect(rig):
+    def server(fb):
+        fb.handshake()
+        fb.expect(PUBLISH, qos=1)
+        fb.close()  # no PUBACK: the only in-flight slot stays taken
+
+    fb, c = rig(V311, server, reconnect=False, max_inflight=1)
+    c.connect()
+    first = c.publish("a", b"1", 1)
+    fb.join()
+    with pytest.raises(ConnectionLost):  # waits for a slot only while a connection may free one
+        c.publish("a", b"2", 1, timeout=60)
+    with pytest.raises(ConnectionLost):
+        c.wait_for(first, 60)
+    with pytest.raises(ConnectionLost):
+        c.publish("a", b"3", 0)
+    assert c.errors and c.errors[0] is c.last_error
+
+
+KILLERS = [
+    ("server closes", lambda fb: fb.close(), ConnectionLost, 0x80),
+    ("server DISCONNECT", lambda fb: fb.send(Packet(DISCONNECT, reason=0x8B)), ConnectionLost, 0x8B),
+    ("protocol error", lambda fb: fb.send_raw(b"\x62\x02\x00\x00"), RemoteProtocolError, 0x81),  # PUBREL id 0
+    ("silent server", lambda fb: (fb.expect(PINGREQ, timeout=5), fb.expect_closed(5)), ConnectionLost, 0x8D),
+]
+
+
+@pytest.mark.parametrize("name,kill,kind,reason", KILLERS, ids=[k[0] for k in KILLERS])
+def test_every_end_of_a_connection_reaches_the_application(rig, name, kill, kind, reason):
+    def server(fb):
+        fb.handshake()
+        kill(fb)
+        fb.handshake()
+
+    fb, c = rig(V5, server, keepalive=1)
+    fb.run(c, until=lambda: c.errors and c.is_connected(), timeout=10)  # loop() connects, and reconnects
+    assert [(type(e), e.reason) for e in c.errors] == [(kind, reason)] and c.last_error is c.errors[0]
+    c.disconnect()
+    assert c.errors[-1] is None and c.last_error is None  # our own disconnect(): an event too, no error
+
+
+def test_refused_unsolicited_pubrec_is_not_answered(rig):
+    def server(fb):
+        fb.handshake()
+        fb.send(Packet(PUBREC, pid=79, reason=0x80), Packet(PUBREC, pid=80))
+        fb.expect(PUBREL, pid=80, reason=0x92)  # the refusal ended flow 79: nothing follows it
+
+    fb, c = rig(V5, server)
+    c.connect()
+    fb.run(c)
+    assert c.session.unsolicited == 2
+
+
+def test_acks_and_subscribes_respect_the_server_maximum_packet_size(rig):
+    def server(fb):
+        fb.handshake(props={P.MAXIMUM_PACKET_SIZE: 4})
+        fb.send(Packet(PUBREL, pid=5))
+        p = fb.expect(PUBCOMP, pid=5)
+        assert len(p.raw) == 4  # 0x92 would make it 5 bytes: the reason code is left out
+
+    fb, c = rig(V5, server)
+    c.connect()
+    with pytest.raises(LocalProtocolError) as e:
+        c.subscribe("a/b", 1)
+    assert e.value.reason == 0x95
+    fb.run(c)
+
+
+@pytest.mark.parametrize("why", ["session expiry", "reason 0x04"])
+def test_server_disconnect_breaking_the_rules_is_a_protocol_error(rig, why):
+    def server(fb):
+        fb.handshake()
+        fb.expect(PUBLISH)  # connected: what follows comes after CONNACK, not in the same read
+        if why == "reason 0x04":
+            fb.send(Packet(DISCONNECT, reason=0x04))
+        else:
+            fb.send(Packet(DISCONNECT, reason=0x8B, props={P.SESSION_EXPIRY_INTERVAL: 5}))
+        fb.expect_disconnect(0x82)
+
+    fb, c = rig(V5, server, reconnect=False)
+    c.connect()
+    c.publish("go", b"")
+    fb.run(c, until=lambda: c.errors)
+    fb.join()
+    assert [(type(e), e.reason) for e in c.errors] == [(RemoteProtocolError, 0x82)]
+    assert not events(c, DISCONNECT)
+
+
+@pytest.mark.parametrize("ours,granted,clean_again", [(60, 0, True), (0, 60, False)])
+def test_connack_session_expiry_overrides_ours(rig, ours, granted, clean_again):
+    def server(fb):
+        fb.handshake(props={P.SESSION_EXPIRY_INTERVAL: granted})
+        fb.close()
+        again = fb.handshake()
+        assert again.clean == clean_again  # resume only a session the server said it keeps
+
+    fb, c = rig(V5, server, session_expiry=ours)
+    c.connect()
+    fb.run(c)
