@@ -20,7 +20,8 @@ def _iso(now, micro=False):
 
 def _json(m, now, raw):
     payload = bytes(m.payload)
-    d = {"tst": _iso(now, True).decode(), "topic": m.topic, "qos": m.qos, "retain": int(m.retain)}
+    d = {"tst": _iso(now, True).decode(), "topic": m.topic, "qos": m.qos, "retain": int(m.retain),
+         "payloadlen": len(payload)}
     if raw:
         try:
             json.loads(payload)
