@@ -59,6 +59,19 @@ def test_pub_server_closes_before_puback_is_an_error(fb):
     one_error(err, "connection lost with 1 of 1 messages unacknowledged", "0x80")
 
 
+def test_pub_window_full_when_the_link_dies_is_an_error_not_a_hang(fb):
+    # Issue 13 point 1: mosquitto dropped a 3.x client over its QoS 2 window and the CLI waited 30 s for a slot
+    # on a connection that was gone. Now the loss ends the command at once (the subprocess timeout is 20 s).
+    def server(b):
+        b.handshake()
+        b.expect(PUBLISH, qos=2)
+        b.close()
+
+    rc, out, err = cli(fb(), "pub", "-q", 2, "-M", 1, "-t", "a", "-m", "x", "-N", 5, script=server)
+    assert rc == 1
+    one_error(err, "0x80")
+
+
 @pytest.mark.parametrize("qos,ack", [(1, PUBACK), (2, PUBREC)])
 def test_pub_refused_message_names_the_reason_code(fb, qos, ack):
     def server(b):
