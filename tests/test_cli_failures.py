@@ -142,6 +142,20 @@ def test_pub_c_messages_lost_with_the_session_are_an_error(fb):
     one_error(err, "lost: the server did not keep the session", "0x80")
 
 
+@pytest.mark.parametrize("version,code,status", [(V5, 0x87, 0x87), (V311, 5, 5)])
+def test_pub_c_refused_on_reconnect_ends_with_the_connack_code(fb, version, code, status):
+    def server(b):
+        b.handshake()
+        b.expect(PUBLISH, qos=1)
+        b.close()
+        b.handshake(reason=code)  # the reconnect is refused: no retrying forever
+
+    v = "5" if version == V5 else "311"
+    rc, out, err = cli(fb(version), "pub", "-V", v, "-c", "-i", "k", "-q", 1, "-t", "a", "-m", "x", script=server)
+    assert rc == status
+    one_error(err, "refused the connection", "0x87 not authorized")
+
+
 def test_pub_l_streams_lines_as_they_arrive(fb):
     def server(b):
         b.handshake()

@@ -190,6 +190,18 @@ def connect(c):
         raise
 
 
+def check_link(c, what):
+    """Raises when the connection is gone for good: lost without -c, or refused (also on a -c reconnect)."""
+    e = c.last_error
+    if c.transport or e is None:
+        return
+    if isinstance(e, ConnectError):
+        e.exit_code = e.reason if c.session.version == 5 else _V3_CODES.get(e.reason, 1)
+        raise e
+    if not c.reconnect:
+        raise lost(c, what)
+
+
 def lost(c, what):
     """The error for a connection that ended (without -c) before the command's work was done."""
     e = c.last_error

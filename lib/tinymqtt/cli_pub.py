@@ -98,8 +98,7 @@ def run(argv):
             time.sleep(a.repeat_delay)
     c.flush()
     while c.session.flights.count:  # with -c, loop() reconnects and the session resends
-        if not c.transport and not c.reconnect:
-            raise cli_args.lost(c, "with %d of %d messages unacknowledged" % (c.session.flights.count, sent))
+        cli_args.check_link(c, "with %d of %d messages unacknowledged" % (c.session.flights.count, sent))
         c.loop(0.5)
     elapsed = time.perf_counter() - start
     c.disconnect(props=a.props.get("disconnect"))

@@ -92,8 +92,7 @@ def run(argv):
                 raise pr.refused
             if a.timeout and time.monotonic() - start > a.timeout:
                 raise TimedOut()
-            if not c.transport and not c.reconnect:
-                raise cli_args.lost(c, "after %d messages" % pr.count)
+            cli_args.check_link(c, "after %d messages" % pr.count)
             c.loop(0.2 if not a.timeout else max(min(0.2, start + a.timeout - time.monotonic()), 0.01))
     except KeyboardInterrupt:
         pass  # ^C ends a subscription normally, as mosquitto_sub
