@@ -186,8 +186,7 @@ def connect(c):
     try:
         return c.connect()
     except ConnectError as e:
-        e.exit_code = e.reason if c.session.version == 5 else _V3_CODES.get(e.reason, 1)
-        raise
+        raise _refused(c, e) from None
 
 
 def check_link(c, what):
@@ -196,8 +195,7 @@ def check_link(c, what):
     if c.transport or e is None:
         return
     if isinstance(e, ConnectError):
-        e.exit_code = e.reason if c.session.version == 5 else _V3_CODES.get(e.reason, 1)
-        raise e
+        raise _refused(c, e)
     if not c.reconnect:
         raise lost(c, what)
 
@@ -207,3 +205,8 @@ def lost(c, what):
     e = c.last_error
     why = e.msg if isinstance(e, MQTTError) else str(e)
     return ConnectionLost(e.reason if isinstance(e, MQTTError) else 0x80, "connection lost %s: %s" % (what, why))
+
+
+def _refused(c, e):
+    e.exit_code = e.reason if c.session.version == 5 else _V3_CODES.get(e.reason, 1)
+    return e

@@ -46,19 +46,24 @@ def _prop(m, pid):
     return str(v).encode()
 
 
-def _value(c, m, now, client_id):
-    pl = m.payload
-    simple = {b"t": lambda: m.topic.encode(), b"p": lambda: bytes(pl), b"q": lambda: b"%d" % m.qos,
-              b"r": lambda: b"%d" % m.retain, b"m": lambda: b"%d" % m.pid, b"l": lambda: b"%d" % len(pl),
-              b"x": lambda: bytes(pl).hex().encode(), b"X": lambda: bytes(pl).hex().upper().encode(),
-              b"j": lambda: _json(m, now, False), b"J": lambda: _json(m, now, True), b"I": lambda: _iso(now),
-              b"U": lambda: ("%.9f" % now).encode(), b"c": lambda: (client_id or "").encode(), b"%": lambda: b"%",
-              b"A": lambda: _prop(m, P.TOPIC_ALIAS), b"C": lambda: _prop(m, P.CONTENT_TYPE),
-              b"D": lambda: _prop(m, P.CORRELATION_DATA), b"E": lambda: _prop(m, P.MESSAGE_EXPIRY_INTERVAL),
-              b"F": lambda: _prop(m, P.PAYLOAD_FORMAT_INDICATOR), b"P": lambda: _prop(m, P.USER_PROPERTY),
-              b"R": lambda: _prop(m, P.RESPONSE_TOPIC), b"S": lambda: _prop(m, P.SUBSCRIPTION_IDENTIFIER)}
-    f = simple.get(c)
-    return None if f is None else f()
+def _hex(m):
+    return bytes(m.payload).hex().encode()
+
+
+# -F parameters: the letter -> fn(message, time, client id) -> bytes
+_PARAMS = {
+    b"t": lambda m, now, cid: m.topic.encode(), b"p": lambda m, now, cid: bytes(m.payload),
+    b"q": lambda m, now, cid: b"%d" % m.qos, b"r": lambda m, now, cid: b"%d" % m.retain,
+    b"m": lambda m, now, cid: b"%d" % m.pid, b"l": lambda m, now, cid: b"%d" % len(m.payload),
+    b"x": lambda m, now, cid: _hex(m), b"X": lambda m, now, cid: _hex(m).upper(),
+    b"j": lambda m, now, cid: _json(m, now, False), b"J": lambda m, now, cid: _json(m, now, True),
+    b"I": lambda m, now, cid: _iso(now), b"U": lambda m, now, cid: ("%.9f" % now).encode(),
+    b"c": lambda m, now, cid: (cid or "").encode(), b"%": lambda m, now, cid: b"%",
+}
+for _letter, _pid in ((b"A", P.TOPIC_ALIAS), (b"C", P.CONTENT_TYPE), (b"D", P.CORRELATION_DATA),
+                      (b"E", P.MESSAGE_EXPIRY_INTERVAL), (b"F", P.PAYLOAD_FORMAT_INDICATOR),
+                      (b"P", P.USER_PROPERTY), (b"R", P.RESPONSE_TOPIC), (b"S", P.SUBSCRIPTION_IDENTIFIER)):
+    _PARAMS[_letter] = lambda m, now, cid, pid=_pid: _prop(m, pid)
 
 
 def format_message(fmt, m, client_id="", now=None):
@@ -75,9 +80,10 @@ def format_message(fmt, m, client_id="", now=None):
             if at == b"N":
                 return b"%09d" % int(now % 1 * 1e9)
             return time.strftime("%" + at.decode(), time.localtime(now)).encode()
-        v = _value(c, m, now, client_id)
-        if v is None:
+        f = _PARAMS.get(c)
+        if f is None:
             return mo.group(0)
+        v = f(m, now, client_id)
         if maxw:
             v = v[:int(maxw)]
         if width:
