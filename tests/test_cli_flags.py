@@ -110,6 +110,9 @@ def test_session_expiry_and_property_errors():
     assert _opts(sub_parser, "-t", "x", "-c", "-i", "k", "-V", 5).session_expiry == 0xFFFFFFFF
     assert _opts(sub_parser, "-t", "x", "-c", "-i", "k", "-x", 30).session_expiry == 30
     assert _opts(sub_parser, "-t", "x", "-x", -1).session_expiry == 0xFFFFFFFF
+    for bad in ("soon", "4294967296", "-2"):
+        with pytest.raises(cli_args.UsageError):
+            _opts(sub_parser, "-t", "x", "-x", bad)
     for bad in (["-D", "publish", "no-such", "1"], ["-D", "connect", "content-type", "x"],
                 ["-D", "publish", "user-property", "k"], ["-D", "publish", "message-expiry-interval", "soon"]):
         with pytest.raises(cli_args.UsageError):

@@ -99,7 +99,11 @@ def finish(a, topic_required=True):
     a.props = properties(a.property, a.version)
     if a.session_expiry is not None:
         x = a.session_expiry
-        a.session_expiry = NEVER_EXPIRES if x in ("-1", "\u221e") else int(x)
+        if x in ("-1", "\u221e"):
+            x = str(NEVER_EXPIRES)
+        if not x.isdigit() or int(x) > NEVER_EXPIRES:
+            raise UsageError("-x takes 0..4294967295 seconds, or -1 for a session that never expires; got %r" % x)
+        a.session_expiry = int(x)
     elif a.disable_clean_session:
         a.session_expiry = NEVER_EXPIRES  # -c asks for the session to be kept: v5 must say for how long
     if a.id_prefix and not a.id:
@@ -171,10 +175,10 @@ def client(a, **extra):
     expiry = connect_props.pop(P.SESSION_EXPIRY_INTERVAL, a.session_expiry or 0) if v == 5 else 0
     try:
         c = Client(a.host, a.port, tls=tls_context(a), reconnect=a.disable_clean_session, backoff_min_ms=200,
-                      backoff_max_ms=5000, port_impl=port_impl, client_id=cid, version=v, keepalive=a.keepalive,
-                      clean=not a.disable_clean_session, session_expiry=expiry, will=will, username=a.username,
-                      password=a.pw.encode() if a.pw is not None else None, props=connect_props or None,
-                      max_packet_size=1 << 20, **extra)
+                   backoff_max_ms=5000, port_impl=port_impl, client_id=cid, version=v, keepalive=a.keepalive,
+                   clean=not a.disable_clean_session, session_expiry=expiry, will=will, username=a.username,
+                   password=a.pw.encode() if a.pw is not None else None, props=connect_props or None,
+                   max_packet_size=1 << 20, **extra)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
     made.append(c)
