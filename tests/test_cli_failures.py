@@ -9,7 +9,7 @@ import pytest
 from tests.support.fakebroker import FakeBroker
 from tests.test_cli import ENV, ROOT, tinymqtt
 from tinymqtt import props as P
-from tinymqtt.packets import (Packet, CONNECT, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK,
+from tinymqtt.packets import (Packet, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK,
                               UNSUBSCRIBE, UNSUBACK, DISCONNECT)
 
 V5, V311 = 5, 4

@@ -4,8 +4,8 @@
 import sys
 
 from tinymqtt.errors import MQTTError
-from tinymqtt.packets import (decode, frame, NAMES, CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
-                              SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, DISCONNECT)
+from tinymqtt.packets import (decode, frame, NAMES, CONNECT, CONNACK, PUBLISH, PUBACK, PUBCOMP, SUBSCRIBE, SUBACK,
+                              UNSUBSCRIBE, UNSUBACK, DISCONNECT)
 
 
 def describe(p):
