@@ -361,7 +361,8 @@ def test_v5_retain_handling(mk, prefix, version):
 
 @pytest.fixture(scope="module")
 def idle_with_keepalive(broker):
-    """One client per version with keepalive 2 s, idle together for 5.2 s (the versions share the wait)."""
+    """One client per version with keepalive 2 s, idle together until each has had two PINGREQs answered
+    (the versions share the wait; a generous deadline, no window: busy cores only make it later)."""
     clients = {}
     for v in (3, 4, 5):
         c = clients[v] = Client(broker.host, broker.port, client_id="t%d%s" % (v, uid()), version=v, keepalive=2,
@@ -369,7 +370,8 @@ def idle_with_keepalive(broker):
         c.connect()
         c.tap = Tap(c)
     t0 = time.monotonic()
-    idle(list(clients.values()), 5.2)
+    run(list(clients.values()), lambda: all(len(c.tap.of_type(PINGREQ)) >= 2 and not c.session._pinging
+                                            for c in clients.values()), 20)
     yield t0, clients
     for c in clients.values():
         c.disconnect()
@@ -383,8 +385,9 @@ def test_keepalive_pings_while_idle(idle_with_keepalive, version):
     assert c.is_connected(), "the connection dropped while idle: %s" % c.last_error
     pings = [at - t0 for at, _ in c.tap.of_type(PINGREQ)]
     assert len(c.tap.packets) == len(pings), "only PINGREQs go out while idle"
-    assert len(pings) == 2, "PINGREQs at %r s (keepalive 2 s, 5.2 s idle)" % pings
-    assert 1.8 <= pings[0] <= 2.5 and 1.8 <= pings[1] - pings[0] <= 2.5, pings
+    assert len(pings) >= 2, "PINGREQs at %r s (keepalive 2 s)" % pings
+    # Never early: each PINGREQ comes a keep-alive after the last traffic (the previous PINGREQ's answer).
+    assert all(b - a >= 1.99 for a, b in zip(pings, pings[1:])), pings
     assert not c.session._pinging, "the last PINGREQ got no PINGRESP"
 
 

@@ -1,8 +1,10 @@
 # Runs every tests/shared/test_*.py module under real MicroPython 1.27 (npm WebAssembly port) with
-# tests/support/mptest.py and records the count; also checks the runner itself (errors, asyncio, versions).
+# tests/support/mptest.py and checks it ran exactly the tests those modules define; also checks the runner
+# itself (errors, asyncio, versions).
 import glob
 import json
 import os
+import re
 
 from tests.support import report
 from tests.support.micropython import ROOT, describe, mp_check, run_micropython
@@ -13,8 +15,16 @@ def shared_modules():
     return ["tests.shared." + os.path.basename(f)[:-3] for f in files]
 
 
+def defined_tests(module):
+    """The test functions a shared module defines (top-level `def test_*` / `async def test_*`)."""
+    path = os.path.join(ROOT, *module.split(".")) + ".py"
+    with open(path) as f:
+        return [l for l in f if re.match(r"(async )?def test_", l)]
+
+
 def test_shared_tests_pass_on_micropython():
     mods = shared_modules()
+    expected = sum(len(defined_tests(m)) for m in mods)
     result = run_micropython("import mptest\nawait mptest.arun(%r)\n" % (mods,), timeout=300)
     lines = [l for l in result.stdout.splitlines() if l.startswith("MPTEST-JSON ")]
     assert lines, "no MPTEST-JSON line\n" + describe(result)
@@ -22,7 +32,7 @@ def test_shared_tests_pass_on_micropython():
     report.record("MicroPython tests", "%d passed, %d failed" % (counts["passed"], counts["failed"]))
     assert counts["failed"] == 0 and result.returncode == 0, (
         "failed on MicroPython: %s\n%s" % (", ".join(counts["failures"]), describe(result)))
-    assert counts["passed"] > 0, describe(result)
+    assert counts["passed"] == expected, "ran %d of %d shared tests\n%s" % (counts["passed"], expected, describe(result))
 
 
 def test_it_is_micropython_1_27():

@@ -47,3 +47,12 @@ if [ "$(cat node_modules/.bootstrap-stamp 2>/dev/null)" != "$want" ]; then
     rm -f /tmp/tinymqtt-npm.$$.log
     echo "$want" >node_modules/.bootstrap-stamp
 fi
+
+# 4. This checkout on .venv's path (a .pth file, offline, no build step), so `.venv/bin/python -m tinymqtt`
+#    works after `make test` / `make demo`; users outside the checkout `pip install .` instead (README).
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+want="$(pwd)/lib
+$(pwd)/ports/linux"
+if [ "$(cat "$site/tinymqtt-checkout.pth" 2>/dev/null)" != "$want" ]; then
+    printf '%s\n' "$want" >"$site/tinymqtt-checkout.pth"
+fi

@@ -1,7 +1,8 @@
 # The blocking client: a thin driver over Session (which makes every protocol decision) and a port
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
 # link alive, and reconnects with exponential backoff and jitter when the link is lost.
-from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
+from tinymqtt.errors import (MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError,
+                             NotDelivered)
 from tinymqtt.session import Session, ticks_diff, CONNECTED, DISCONNECTED, LOST
 from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
 from tinymqtt.driver import LINK_ERRORS, Backoff, default_port
@@ -22,7 +23,7 @@ class Client:
         self.transport = None
         self.on_message = None  # fn(message) for messages no subscribe(handler=...) claimed
         self.on_connect = None  # fn(connack)
-        self.on_disconnect = None  # fn(error)
+        self.on_disconnect = None  # fn(error): every end of a connection (None: our own disconnect())
         self.on_event = None  # fn(event, value, reason): every other session event (LOST, acks, AUTH...)
         # MQTT 5 enhanced authentication (props={AUTHENTICATION_METHOD: ...} in the options): fn(auth_packet)
         # -> (reason, props) or None, called for each AUTH the server sends (0x18: continue, also before
@@ -31,6 +32,7 @@ class Client:
         self.on_auth = None
         self.last_error = None
         self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
+        self._failed = {}  # packet id -> reason code of a QoS 1/2 message refused (or 0x80: lost), for wait_for()
         self._backoff = Backoff()
         self._next_try = self.p.ticks_ms()  # a tick time like any other: the first loop() connects at once
 
@@ -89,9 +91,14 @@ class Client:
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30.0):
         """Queues the message and returns its packet id at once (0 for QoS 0); waits only while every
-        in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect."""
+        in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
+        with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
+        if not self.transport and not self.reconnect and self.session._connected_once:
+            raise self._offline()
         pid = s.publish(topic, payload, qos, retain, props)
+        if self._failed and pid > 0:
+            self._failed.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
         if pid < 0:
             self._wait(lambda: s.flights.count < s.flights.size, timeout)
             pid = s.publish(topic, payload, qos, retain, props)
@@ -105,9 +112,16 @@ class Client:
         return pid
 
     def wait_for(self, pid, timeout=30.0):
-        """Waits until the QoS 1/2 flow of packet id pid completes; True if it did within timeout."""
+        """Waits until the QoS 1/2 flow of packet id pid ends. True: the server acknowledged it; False: still
+        in flight after timeout. Raises NotDelivered (with the reason code) when the server refused it or it
+        was lost with the session, and ConnectionLost when the link died with reconnect=False."""
         f = self.session.flights
-        return self._wait(lambda: f.find(pid) < 0, timeout)
+        done = self._wait(lambda: f.find(pid) < 0, timeout)
+        if done and pid in self._failed:
+            reason = self._failed.pop(pid)
+            raise NotDelivered(reason, "packet id %d %s" % (pid, "refused by the server" if reason != 0x80
+                                                           else "lost: the server no longer has the session"), pid)
+        return done
 
     def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10.0):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
@@ -191,6 +205,8 @@ class Client:
                 return False
             if raise_errors and not self.transport:
                 raise self.last_error
+            if not self.transport and not self.reconnect:  # nothing can complete without a connection
+                raise self._offline()
             if raise_errors:
                 try:
                     self._step(min(left, 1000))
@@ -200,6 +216,14 @@ class Client:
             else:
                 self.loop(min(left, 1000) / 1000)
         return True
+
+    def _offline(self):
+        # The error for a request that needs a connection when none is left and none will come back.
+        e = self.last_error
+        if isinstance(e, ConnectionLost):
+            return e
+        return ConnectionLost(e.reason if isinstance(e, MQTTError) else 0x80,
+                              "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
 
     def _sleep(self, seconds):
         import time
@@ -216,12 +240,21 @@ class Client:
             self.on_message(value)
         elif ev == SUBACK or ev == UNSUBACK:
             self._acks[value.pid] = value
+        elif reason >= 0x80 and (ev == PUBACK or ev == PUBREC or ev == PUBCOMP):
+            self._failed_add(value, reason)
+        elif ev == LOST:
+            self._failed_add(value.pid, 0x80)
         elif ev == AUTH and self.on_auth:
             answer = self.on_auth(value)
             if answer:
                 self.session.auth(answer[0], answer[1])
         if self.on_event and ev != PUBLISH:
             self.on_event(ev, value, reason)
+
+    def _failed_add(self, pid, reason):
+        if len(self._failed) >= 64:  # bounded: the oldest failures nobody asked about go first
+            self._failed.pop(next(iter(self._failed)))
+        self._failed[pid] = reason
 
     def __enter__(self):
         self.connect()

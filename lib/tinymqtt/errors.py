@@ -39,3 +39,12 @@ class ConnectError(MQTTError):
 
 class ConnectionLost(MQTTError):
     """The link is gone: keep-alive expired, the server sent DISCONNECT, or the transport closed."""
+
+
+class NotDelivered(MQTTError):
+    """A QoS 1/2 message the server refused (its reason code) or that was lost with a session the server
+    no longer has (0x80). `pid` is the message's packet id."""
+
+    def __init__(self, reason, msg="", pid=0):
+        super().__init__(reason, msg)
+        self.pid = pid

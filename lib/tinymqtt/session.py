@@ -49,6 +49,7 @@ class Session:
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.props = username, password, props
         self.keepalive, self.session_expiry = keepalive, session_expiry
+        self.expiry_granted = session_expiry  # the Session Expiry Interval in force (CONNACK may change it)
         self.receive_maximum, self.topic_alias_maximum = receive_maximum, topic_alias_maximum
         self.send_alias_maximum, self.manual_ack, self.retry_ms = send_alias_maximum, manual_ack, retry_ms
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
@@ -110,7 +111,7 @@ class Session:
         self._rx_alias = [None] * (self.topic_alias_maximum + 1)
         v = self.version
         # The first connection starts as asked; later ones resume whatever session the server kept.
-        resumable = (v == V5 and self.session_expiry) or (v < V5 and not self.clean)
+        resumable = (v == V5 and self.expiry_granted) or (v < V5 and not self.clean)
         clean = self.clean and not (self._connected_once and resumable)
         self._clean_now = clean
         pr = None
@@ -150,6 +151,8 @@ class Session:
             raise protocol_error("CONNACK says session present to a clean start")
         pr = p.props or {}
         self._limits(pr)
+        # The server's Session Expiry Interval replaces ours [MQTT-3.2.2.3.2]: it decides what a reconnect resumes.
+        self.expiry_granted = pr.get(P.SESSION_EXPIRY_INTERVAL, self.session_expiry)
         if P.ASSIGNED_CLIENT_IDENTIFIER in pr:
             self.client_id = pr[P.ASSIGNED_CLIENT_IDENTIFIER]
         # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
@@ -314,8 +317,9 @@ class Session:
         if props and P.SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         n = self._sub_len(topics, props)
-        if n > len(self.out):  # recorded, it would fail again on every reconnect
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds our buffer of %d" % (n, len(self.out)))
+        if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
+                                     % (n, self.server_max_packet, len(self.out)))
         for f, o in topics:
             self.subs[f] = (o, props)
             if handler:
@@ -486,6 +490,9 @@ class Session:
         elif t == PINGRESP:
             self._pinging = False
         elif t == DISCONNECT:
+            if p.reason == 0x04 or P.SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
+                raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
+                                                                   else "a Session Expiry Interval"))
             self.state = DISCONNECTED
             self._event(DISCONNECT, p, p.reason)
             raise ConnectionLost(p.reason, "server sent DISCONNECT")
@@ -650,7 +657,7 @@ class Session:
         i = f.find(pid)
         if i < 0 or f.state[i] == CONTROL:
             self.unsolicited += 1
-            if t == PUBREC:  # let the server finish a flow we do not know
+            if t == PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
                 self._ack_out(PUBREL, pid, 0x92)
             return
         st, q = f.state[i], f.qos[i]
@@ -756,8 +763,8 @@ class Session:
         o[n] = t << 4 | (2 if t == PUBREL else 0)
         o[n + 2] = pid >> 8
         o[n + 3] = pid & 0xFF
-        if reason and self.version == V5:
-            o[n + 1] = 3
+        if reason and self.version == V5 and self.server_max_packet >= 5:  # else the reason is left out: never
+            o[n + 1] = 3                                                     # a packet the server refuses
             o[n + 4] = reason
             self.outlen = n + 5
         else:

@@ -10,6 +10,13 @@ if IS_MICROPYTHON:
     import micropython
 
 
+def micropython_only(why):
+    """Skips the calling test on CPython, where it would check nothing (it must not count as passed there)."""
+    if not IS_MICROPYTHON:
+        import pytest
+        pytest.skip("MicroPython only: " + why)
+
+
 def _name(fn):
     try:
         return fn.__name__
