@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.support import unixport
+from tests.support import report, unixport
 from tests.support.broker import free_port
 
 pytestmark = pytest.mark.skipif(not unixport.available(), reason="needs .venv/bin/micropython")
@@ -116,6 +116,11 @@ def test_transport_on_real_sockets(board):
     assert r["late"] == {"case": "late", "first": 0, "late": "20020000", "at_offset": "more"}, \
         "a read returns what has arrived"
     assert r["slow"]["reply"] == "got 2097152 bad 0", "every byte, in order, through a reader that pauses"
+    if board in ("linux", "cpython"):
+        calls, short = r["slow"]["sends"]
+        assert short >= 1 and calls > short, "the case made partial sends (%d of %d)" % (short, calls)
+        report.record("transport partial sends, 2 MB through a 64 KB send buffer (%s)" % board,
+                      "%d of %d send calls" % (short, calls))
     assert "took no data for 500 ms" in r["stalled"]["r"]["lost"], r["stalled"]
     assert "closed the connection" in r["closed"]["r"]["lost"]
     assert "104" in r["reset"]["r"]["lost"], r["reset"]
