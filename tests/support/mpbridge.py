@@ -1,9 +1,10 @@
 # A MicroPython "device" for real mpremote without hardware: one unix-port process (.venv/bin/micropython)
 # on a pseudo-terminal, its REPL served over TCP on a loopback port (mpremote connect socket://HOST:PORT),
 # one connection at a time, the same process across connections (use mpremote's `resume`: the unix port has
-# no soft reset; mpremote's would end the process). The pty is the process's controlling terminal, so a
-# Ctrl-C that mpremote sends interrupts a running program as on a board. The device's filesystem is `root`
-# (its working directory); its path is "", .frozen, lib, as on a board.
+# no soft reset; mpremote's would end the process). Unlike a board, a program it runs is not stopped by the
+# Ctrl-C mpremote sends on connecting (measured: the next command failed to enter the raw REPL), so run
+# programs that end by themselves. The device's filesystem is `root` (its working directory); its path is
+# "", .frozen, lib, as on a board.
 import os
 import select
 import socket
@@ -14,12 +15,6 @@ import tty
 from tools.sim import MICROPYTHON
 
 
-def _controlling_tty():
-    import fcntl
-    import termios
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after setsid (start_new_session): the pty becomes ours
-
-
 class Device:
     def __init__(self, root, heap="4m"):
         self.root = root
@@ -28,8 +23,7 @@ class Device:
         tty.setraw(slave)
         env = dict(os.environ, MICROPYPATH=":.frozen:lib")
         self.proc = subprocess.Popen([MICROPYTHON, "-X", "heapsize=%s" % heap], stdin=slave, stdout=slave,
-                                     stderr=slave, cwd=root, env=env, start_new_session=True,
-                                     preexec_fn=_controlling_tty)
+                                     stderr=slave, cwd=root, env=env, start_new_session=True)
         os.close(slave)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = "socket://127.0.0.1:%d" % self.listener.getsockname()[1]
