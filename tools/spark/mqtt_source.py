@@ -11,10 +11,12 @@
 # query, and executor workers that run read(partition) for one batch and are reused or dropped at will. An
 # MQTT acknowledgement must go out on the session that received the message, after Spark committed the batch,
 # and commit() is only ever called on the driver's worker: so the MQTT session (tools.spark.link.MqttLink, a
-# thread) lives there, next to commit(). Executors never touch MQTT: the link writes every message to a spool
-# on disk (tools.spark.spool) before latestOffset() may expose its offset, partitions() names spool files and
-# read() parses them. The spool sits beside the checkpoint (option spoolDir), so a replayed batch reads the
-# same records; on a cluster it must be on storage the executors can read.
+# thread) lives there, next to commit(). Executors never touch MQTT nor the driver's disk: the link writes
+# every message to a spool (tools.spark.spool) before latestOffset() may expose its offset, partitions() reads
+# the batch's records from the spool and puts them into the partitions themselves (Spark ships each to its
+# task), and read() only parses them. So the same job runs on a cluster whose executors share no disk with the
+# driver. The spool sits beside the checkpoint (option spoolDir, on the driver), so a replayed batch gets the
+# same records; maxRecordsPerTrigger (default 50000) bounds what one batch carries.
 #
 # At-least-once end to end (exactly-once for QoS 2): QoS 1/2 arrive in manual-ack mode and are acknowledged
 # only in commit(end) (commit marker first, then PUBACK/PUBREC), so a crash at any point leaves every
@@ -36,6 +38,7 @@
 #    sessions (the $share scale-out path).
 import base64
 import hashlib
+import json
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -45,7 +48,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from tools.spark.link import MqttLink
-from tools.spark.spool import read_range
+from tools.spark.spool import read_lines
 
 SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
           "received_ts TIMESTAMP, offset BIGINT, pid INT")
@@ -80,15 +83,14 @@ class Config:
         self.partitions = max(1, int(o.get("numpartitions", 2)))
         self.heartbeat = _truth(o.get("heartbeat", "true"))
         self.fsync = _truth(o.get("fsync", "true"))
-        self.ack_grace = float(o.get("ackgracems", 10000)) / 1000
-        self.max_records = int(o.get("maxrecordspertrigger", 0))
+        self.max_records = int(o.get("maxrecordspertrigger", 50000))
         self.username, self.password = o.get("username"), o.get("password")
 
     def link(self):
         return MqttLink(self.host, self.port, self.client_id, self.topics, self.spool_dir, qos=self.qos,
                         session_expiry=self.session_expiry, receive_maximum=self.receive_maximum,
                         keepalive=self.keepalive, max_packet_size=self.max_packet_size,
-                        segment_records=self.segment_records, fsync=self.fsync, ack_grace=self.ack_grace,
+                        segment_records=self.segment_records, fsync=self.fsync,
                         username=self.username, password=self.password)
 
 
@@ -107,8 +109,10 @@ class MQTTDataSource(DataSource):
 
 
 class MQTTPartition(InputPartition):
-    def __init__(self, paths, lo, hi):
-        self.paths, self.lo, self.hi = paths, lo, hi
+    """The records themselves (spool lines), so that an executor needs nothing but this object."""
+
+    def __init__(self, lines):
+        self.lines = lines
 
 
 def record_to_row(r):
@@ -162,16 +166,15 @@ class MQTTStreamReader(DataSourceStreamReader):
         if link.expose() < e:
             raise RuntimeError("the MQTT spool %s does not reach offset %d (Spark's checkpoint is newer than the "
                                "spool: it was deleted or belongs to another query)" % (self.config.spool_dir, e))
-        paths = link.paths(s, e)
-        n = min(self.config.partitions, len(paths))
-        if n <= 1:
-            return [MQTTPartition(paths, s, e)]
-        k = (len(paths) + n - 1) // n
-        return [MQTTPartition(paths[i:i + k], s, e) for i in range(0, len(paths), k)]
+        lines = list(read_lines(link.paths(s, e), s, e))
+        if not lines:
+            return []
+        k = -(-len(lines) // self.config.partitions)
+        return [MQTTPartition(lines[i:i + k]) for i in range(0, len(lines), k)]
 
     def read(self, partition):
-        for r in read_range(partition.paths, partition.lo, partition.hi):
-            yield record_to_row(r)
+        for line in partition.lines:
+            yield record_to_row(json.loads(line))
 
     def commit(self, end):
         self.link().commit(int(end["offset"]))
