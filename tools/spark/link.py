@@ -234,7 +234,7 @@ class MqttLink:
                     self._last_stats = time.monotonic()
                     self.write_stats()
             self._acks(c)
-            self._pubcomps(c)
+            self._settle(c)
             c.disconnect()  # a normal DISCONNECT: the session (and whatever is unacknowledged) stays on the broker
         except BaseException as e:  # surfaced to the consumer by check()
             self.error = e
@@ -343,6 +343,24 @@ class MqttLink:
         if todo:
             self.stats["acked"] += len(todo)
             self.last_ack_at = time.time()
+
+    def _settle(self, c, timeout=5.0):
+        # Before a normal stop: make sure the broker has read our acks. A close with unread bytes in our
+        # receive buffer is a TCP reset, and the broker may drop what it had not read yet (the acks would then
+        # be resent as duplicates to the next process). A PINGRESP answers a PINGREQ sent after the acks, so
+        # the broker has handled them; the PUBRELs it sends meanwhile are answered too.
+        s = c.session
+        if not c.is_connected() or len(s.out) - s.outlen < 2:
+            return
+        s.out[s.outlen], s.out[s.outlen + 1] = 0xC0, 0  # PINGREQ, as the session's keep-alive writes it
+        s.outlen += 2
+        s.last_sent = s._ping_at = c.p.ticks_ms()
+        s._pinging = True  # the session clears it on PINGRESP
+        c.flush()
+        deadline = time.monotonic() + timeout
+        while (s._pinging or self._rel_todo or self.state.rel) and c.is_connected() and time.monotonic() < deadline:
+            c.loop(0.05)
+            self._pubcomps(c)
 
     def _hold_pubrel(self, session):
         # A PUBCOMP frees the packet id at the broker, which may reuse it at once: AckState must forget the id

@@ -150,7 +150,7 @@ class MQTTStreamReader(DataSourceStreamReader):
         if end == s and self.config.heartbeat and link.uncommitted_records(s):
             end = link.heartbeat()  # nothing new, but the last batch waits for commit(): plan an empty one
         if isinstance(limit, ReadMaxRows):
-            end = min(end, s + max(1, limit.maxRows))
+            end = min(end, s + max(1, limit.max_rows))
         return {"offset": end}
 
     def reportLatestOffset(self):
