@@ -108,6 +108,32 @@ class MQTTDataSource(DataSource):
         return MQTTStreamReader(Config(self.options))
 
 
+def arrow_schema():
+    """The Arrow schema Spark expects a RecordBatch from read() to have (checked for equality)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (StructType, StructField, StringType, BinaryType, IntegerType, BooleanType,
+                                   MapType, TimestampType, LongType)
+    st = StructType([StructField("topic", StringType()), StructField("payload", BinaryType()),
+                     StructField("qos", IntegerType()), StructField("retain", BooleanType()),
+                     StructField("dup", BooleanType()), StructField("properties", MapType(StringType(), StringType())),
+                     StructField("received_ts", TimestampType()), StructField("offset", LongType()),
+                     StructField("pid", IntegerType())])
+    return to_arrow_schema(st, timezone="UTC")
+
+
+def lines_to_batch(lines, schema):
+    """Spool lines -> one Arrow RecordBatch: Spark takes it as it is, with no conversion row by row."""
+    import pyarrow as pa
+    off, pid, qos, dup, retain, topic, payload, props, ts = zip(*[json.loads(line) for line in lines])
+    b64 = base64.b64decode
+    t = [f.type for f in schema]
+    cols = [pa.array(topic, t[0]), pa.array([b64(x) for x in payload], t[1]), pa.array(qos, t[2]),
+            pa.array(retain, t[3]), pa.array(dup, t[4]),
+            pa.array([list(p.items()) if p else None for p in props], t[5]),
+            pa.array([round(x * 1e6) for x in ts], pa.int64()).cast(t[6]), pa.array(off, t[7]), pa.array(pid, t[8])]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
 class MQTTPartition(InputPartition):
     """The records themselves (spool lines), so that an executor needs nothing but this object."""
 
@@ -173,8 +199,9 @@ class MQTTStreamReader(DataSourceStreamReader):
         return [MQTTPartition(lines[i:i + k]) for i in range(0, len(lines), k)]
 
     def read(self, partition):
-        for line in partition.lines:
-            yield record_to_row(json.loads(line))
+        schema = arrow_schema()
+        for i in range(0, len(partition.lines), 10000):
+            yield lines_to_batch(partition.lines[i:i + 10000], schema)
 
     def commit(self, end):
         self.link().commit(int(end["offset"]))
