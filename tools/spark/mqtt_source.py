@@ -41,13 +41,11 @@ import hashlib
 import json
 import os
 import tempfile
-from datetime import datetime, timezone
 
 import tools.spark  # noqa: F401  (puts lib/ and the Linux port on sys.path)
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from tools.spark.link import MqttLink
 from tools.spark.spool import read_lines
 
 SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
@@ -87,6 +85,7 @@ class Config:
         self.username, self.password = o.get("username"), o.get("password")
 
     def link(self):
+        from tools.spark.link import MqttLink  # here, not at the top: executors unpickle this module, never link
         return MqttLink(self.host, self.port, self.client_id, self.topics, self.spool_dir, qos=self.qos,
                         session_expiry=self.session_expiry, receive_maximum=self.receive_maximum,
                         keepalive=self.keepalive, max_packet_size=self.max_packet_size,
@@ -139,12 +138,6 @@ class MQTTPartition(InputPartition):
 
     def __init__(self, lines):
         self.lines = lines
-
-
-def record_to_row(r):
-    off, pid, qos, dup, retain, topic, payload, props, ts = r
-    return (topic, base64.b64decode(payload), qos, retain, dup, props,
-            datetime.fromtimestamp(ts, tz=timezone.utc), off, pid)
 
 
 class MQTTStreamReader(DataSourceStreamReader):
