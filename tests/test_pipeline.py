@@ -251,10 +251,21 @@ def _expected(manifest, rows):
     return out
 
 
+def _sources(ckpt):
+    """The file names a file-source query's checkpoint lists as read (its sources/0 log)."""
+    import json
+    names, d = [], os.path.join(ckpt, "sources", "0")
+    for f in os.listdir(d) if os.path.isdir(d) else []:
+        if not f.startswith("."):
+            with open(os.path.join(d, f)) as fh:
+                names += [os.path.basename(json.loads(line)["path"]) for line in fh if line.startswith("{")]
+    return names
+
+
 def _wait(cond, timeout, what):
     deadline = time.monotonic() + timeout
     while not cond():
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what() if callable(what) else what
         time.sleep(0.1)
 
 
@@ -345,6 +356,13 @@ def test_scale_out_shared_subscription_to_file_source(spark, mosq, tmp_path):
     names = [prefix + "-i1", prefix + "-i2"]
     for cid in names:
         ingest(cid)
+    # Spark reads the landing directory while the ingest processes write it (and one of them dies); files it
+    # has committed are deleted behind it (cleanSource), which keeps the many small files from piling up.
+    os.makedirs(landing, exist_ok=True)
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    q = (transform(spark.readStream.schema(LANDING_SCHEMA).option("cleanSource", "delete").parquet(landing))
+         .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+         .trigger(processingTime="500 milliseconds").start())
     cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=60, rate=4.0, duration=8.0, qos_per="message",
                       prefix=prefix, cuts=1, cut_via="proxy", cut_fraction=0.2, manifest=str(tmp_path / "m.jsonl"),
                       seed=4)
@@ -368,12 +386,13 @@ def test_scale_out_shared_subscription_to_file_source(spark, mosq, tmp_path):
     for p in procs.values():
         p.send_signal(signal.SIGTERM)
         p.wait(20)
-    files = os.listdir(landing)
-    assert {cid for cid in names if any(f.startswith("part-%s-" % cid) for f in files)} == set(names)
-    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
-    q = (transform(spark.readStream.schema(LANDING_SCHEMA).parquet(landing)).writeStream.format("parquet")
-         .option("path", out).option("checkpointLocation", ckpt).trigger(availableNow=True).start())
-    q.awaitTermination(120)
+    landed = sum(link_stats(str(tmp_path / cid))["committed"] for cid in names)  # offsets = rows: no heartbeats
+    _wait(lambda: q.exception() is not None or spark.read.parquet(out).where("kind = 'telemetry'").count() >= landed,
+          120, lambda: ("Spark read every landed row", landed, spark.read.parquet(out).count(), os.listdir(landing)))
+    assert q.exception() is None, q.exception()
+    q.stop()
+    writers = {n.split("-00")[0] for n in os.listdir(landing) + [r for r in _sources(ckpt)]}
+    assert {cid for cid in names if any(w.endswith(cid) for w in writers)} == set(names)
     manifest = read_manifest(cfg.manifest)
     exp = _expected(manifest, _rows(spark, out))
     res = audit(spark, out, cfg.manifest)
