@@ -359,7 +359,11 @@ def markdown(res):
               "only what was committed downstream (exactly-once for QoS 2 across crashes). Spark is measured "
               "warm (a first small query started its JVM and Python workers in %.0f s)." % (
                   res["spark"]["n"], res["spark"].get("spark_warmup_s", 0)), "",
-              table(*spark_rows(res)), ""]
+              table(*spark_rows(res)), "",
+              "Spark's share: %d batches with data took %.2f s of the %.2f s (a fresh query's first, empty batch "
+              "and each batch's fixed cost are the rest)." % (res["spark"]["spark"]["batches"],
+                                                             res["spark"]["spark"].get("batch_seconds", 0),
+                                                             res["spark"]["spark"]["seconds"]), ""]
     t = targets(res)
     if t:
         L += ["## Targets", "", table(["target", "measured", ""], [list(x) for x in t]), ""]

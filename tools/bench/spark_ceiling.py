@@ -96,8 +96,9 @@ def _spark_query(spark, broker, cid, d):
 
 
 def _until_rows(q, n, timeout):
-    """Polls the query's progress until n input rows were processed; returns (rows, time, batches with data)."""
-    rows, end, batches, seen = 0, None, 0, set()
+    """Polls the query's progress until n input rows were processed; returns (rows, time, batches with data,
+    seconds those batches took)."""
+    rows, end, batches, busy, seen = 0, None, 0, 0.0, set()
     deadline = time.monotonic() + timeout
     while rows < n and time.monotonic() < deadline:
         if q.exception() is not None:
@@ -106,10 +107,12 @@ def _until_rows(q, n, timeout):
             if p["batchId"] not in seen:
                 seen.add(p["batchId"])
                 rows += p["numInputRows"]
-                batches += 1 if p["numInputRows"] else 0
+                if p["numInputRows"]:
+                    batches += 1
+                    busy += p["durationMs"].get("triggerExecution", 0) / 1000
         end = time.time()
         time.sleep(0.05)
-    return rows, end, batches
+    return rows, end, batches, busy
 
 
 def warm_spark(broker, d, n=2000):
@@ -133,10 +136,10 @@ def drain_spark(broker, cid, n, d):
     spark = spark_session(2, app="tinymqtt-ceiling")
     try:
         q = _spark_query(spark, broker, cid, d)
-        rows, end, batches = _until_rows(q, n, 600)
+        rows, end, batches, busy = _until_rows(q, n, 600)
         q.stop()
         first = spark.read.parquet(os.path.join(d, "out")).agg({"received_ts": "min"}).collect()[0][0].timestamp()
-        return {"rows": rows, "seconds": end - first, "batches": batches}
+        return {"rows": rows, "seconds": end - first, "batches": batches, "batch_seconds": busy}
     finally:
         stop_spark()
 
