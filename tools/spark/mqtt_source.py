@@ -20,14 +20,16 @@
 #
 # At-least-once end to end (exactly-once for QoS 2): QoS 1/2 arrive in manual-ack mode and are acknowledged
 # only in commit(end) (commit marker first, then PUBACK/PUBREC), so a crash at any point leaves every
-# uncommitted message in the broker's persistent session (clean start off, Session Expiry) and the spool
-# recognises the redelivered copies. Traps handled here:
+# uncommitted message in the broker's persistent session (clean start off, Session Expiry) and the link
+# recognises the redelivered copies by packet id and session state (tools/spark/link.py). Traps handled here:
 #  - Spark calls commit() for a batch only when it plans the next one: an idle stream would never ack its last
 #    batch, so latestOffset() hands out a one-offset heartbeat (no rows) when committed-but-unacknowledged data
 #    is waiting and nothing new came in.
 #  - The reader is also instantiated (and pickled) in short-lived planner processes: it connects lazily, on
 #    the first offset call, and never pickles its link.
 #  - Option keys arrive lower-case (spoolDir -> spooldir).
+#  - Executors unpickle this module's reader and partitions: it imports no MQTT code at the top, and on a
+#    cluster the driver ships tools/, lib/ and the Linux port as a zip (tools.spark.pipeline.code_zip).
 #  - The broker must let enough messages wait for their acks: the Receive Maximum we send (65000 by default,
 #    near the 65535 packet ids a session has) sets mosquitto's in-flight window for an MQTT 5 client, and its
 #    max_queued_messages must hold the rest, else it drops them silently.
