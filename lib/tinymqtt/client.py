@@ -33,6 +33,7 @@ class Client:
         self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
         self._backoff = Backoff()
         self._next_try = self.p.ticks_ms()  # a tick time like any other: the first loop() connects at once
+        self._loop_s, self._loop_ms = 1.0, 1000  # loop()'s last timeout, in ms: a float op allocates on 32-bit
 
     # ---------------------------------------------------------------- connection
 
@@ -92,8 +93,8 @@ class Client:
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect."""
         s = self.session
         pid = s.publish(topic, payload, qos, retain, props)
-        if pid < 0:
-            self._wait(lambda: s.flights.count < s.flights.size, timeout)
+        if pid < 0:  # (a method, not a lambda: a closure over `s` would allocate a cell on every publish)
+            self._wait(self._has_room, timeout)
             pid = s.publish(topic, payload, qos, retain, props)
             if pid < 0:
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
@@ -103,6 +104,10 @@ class Client:
             except LINK_ERRORS as e:
                 self._close(e)
         return pid
+
+    def _has_room(self):
+        f = self.session.flights
+        return f.count < f.size
 
     def wait_for(self, pid, timeout=30.0):
         """Waits until the QoS 1/2 flow of packet id pid completes; True if it did within timeout."""
@@ -147,15 +152,24 @@ class Client:
 
     def loop(self, timeout=1.0):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
-        reads, keep-alive, retries, reconnects."""
-        s, p = self.session, self.p
+        reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
+        if timeout != self._loop_s:  # converted once per distinct timeout, not on every call
+            self._loop_s, self._loop_ms = timeout, int(timeout * 1000)
+        self._loop(self._loop_ms)
+
+    def _loop(self, timeout_ms):
         if not self.transport:
-            if self.reconnect and ticks_diff(p.ticks_ms(), self._next_try) >= 0:
+            if self.reconnect and ticks_diff(self.p.ticks_ms(), self._next_try) >= 0:
                 self._io(self._open)
             else:
-                self._sleep(timeout)
+                self._sleep(timeout_ms)
             return
-        self._io(self._step, int(timeout * 1000))
+        try:  # _io inlined: a bound method and an *args tuple would allocate on every loop()
+            self._step(timeout_ms)
+        except LINK_ERRORS as e:
+            self._close(e)
+            if isinstance(e, ConnectError) and not self.reconnect:
+                raise
 
     def _step(self, timeout_ms):
         s, p = self.session, self.p
@@ -172,11 +186,11 @@ class Client:
         while self.transport or self.reconnect:
             self.loop(1.0)
 
-    def _io(self, fn, *args):
+    def _io(self, fn):
         # Whatever ends the link (a transport error, a protocol error, a dead link) closes it here; the
         # session keeps its state and the next loop() reconnects after the backoff.
         try:
-            fn(*args)
+            fn()
         except LINK_ERRORS as e:
             self._close(e)
             if isinstance(e, ConnectError) and not self.reconnect:
@@ -184,9 +198,9 @@ class Client:
 
     def _wait(self, done, timeout, raise_errors=False):
         p = self.p
-        start = p.ticks_ms()
+        start, ms = p.ticks_ms(), int(timeout * 1000)
         while not done():
-            left = int(timeout * 1000) - ticks_diff(p.ticks_ms(), start)
+            left = ms - ticks_diff(p.ticks_ms(), start)
             if left <= 0:
                 return False
             if raise_errors and not self.transport:
@@ -198,14 +212,14 @@ class Client:
                     self._close(e)
                     raise
             else:
-                self.loop(min(left, 1000) / 1000)
+                self._loop(min(left, 1000))
         return True
 
-    def _sleep(self, seconds):
+    def _sleep(self, ms):
         import time
         if self.reconnect:  # wake up when the next reconnect attempt is due
-            seconds = min(seconds, ticks_diff(self._next_try, self.p.ticks_ms()) / 1000)
-        time.sleep(max(seconds, 0.001))
+            ms = min(ms, ticks_diff(self._next_try, self.p.ticks_ms()))
+        time.sleep(max(ms, 1) / 1000)
 
     def _event(self, ev, value, reason):
         if ev == CONNACK:

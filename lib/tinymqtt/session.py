@@ -33,12 +33,18 @@ LOST = 16  # event: a message the server never acknowledged, dropped with a sess
 _RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
 _RX_SCAN = 64  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = 64  # bytes `out` must have free before another packet is processed (acks and pings fit)
-_PERIOD = 1 << 30  # MicroPython's ticks_ms period; ports give CPython the same wrap-around
 _V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
 
 
 def ticks_diff(a, b):
-    return ((a - b + _PERIOD // 2) & (_PERIOD - 1)) - _PERIOD // 2
+    """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
+    CPython the same). Every constant is below 2**30, a small int on 32-bit builds (31-bit small ints), so
+    this allocates nothing there; any clock whose period is a multiple of 2**30 (64-bit builds) works too."""
+    d = (a - b) & 0x3FFFFFFF
+    if d & 0x20000000:  # past half the period: a - b was negative
+        d -= 0x20000000
+        d -= 0x20000000
+    return d
 
 
 class Session:
