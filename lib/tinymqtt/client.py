@@ -33,7 +33,7 @@ class Client:
         self._acks = {}  # SUBACK/UNSUBACK packets by packet id, for the calls waiting on them
         self._backoff = Backoff()
         self._next_try = self.p.ticks_ms()  # a tick time like any other: the first loop() connects at once
-        self._loop_s, self._loop_ms = 1.0, 1000  # loop()'s last timeout, in ms: a float op allocates on 32-bit
+        self._ms = {}  # loop()'s timeouts in ms, by their value in seconds (a float op allocates on 32-bit)
 
     # ---------------------------------------------------------------- connection
 
@@ -153,9 +153,12 @@ class Client:
     def loop(self, timeout=1.0):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
-        if timeout != self._loop_s:  # converted once per distinct timeout, not on every call
-            self._loop_s, self._loop_ms = timeout, int(timeout * 1000)
-        self._loop(self._loop_ms)
+        ms = self._ms.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
+        if ms is None:
+            ms = int(timeout * 1000)
+            if len(self._ms) < 8:
+                self._ms[timeout] = ms
+        self._loop(ms)
 
     def _loop(self, timeout_ms):
         if not self.transport:

@@ -457,15 +457,8 @@ class Session:
 
     def _packet(self, buf, pos, total):
         first = buf[pos]
-        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
-            # The common 2-byte-body acks, handled without building a Packet: nothing is allocated.
-            pid = buf[pos + 2] << 8 | buf[pos + 3]
-            if not pid:
-                raise malformed("packet identifier 0")
-            if first == 0x62:
-                self._on_pubrel(pid)
-            else:
-                self._on_ack(first >> 4, pid, 0)
+        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70) and \
+                self._fast_ack(buf, pos, total, first):
             return
         if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
             return
@@ -499,6 +492,23 @@ class Session:
             self._on_auth(p)
         else:
             raise protocol_error("a server never sends %s" % NAMES[t])
+
+    def _fast_ack(self, buf, pos, total, first):
+        # The common acks handled without building a Packet, so nothing is allocated: a bare packet id, and
+        # in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic nobody
+        # reads) with no properties. Anything else takes the full decoder, which validates it.
+        reason = buf[pos + 4] if total > 4 else 0
+        if total > 4 and (self.version != V5 or (total == 6 and buf[pos + 5]) or
+                          (reason and (reason != 0x10 or first > 0x50))):
+            return False
+        pid = buf[pos + 2] << 8 | buf[pos + 3]
+        if not pid:
+            raise malformed("packet identifier 0")
+        if first == 0x62:
+            self._on_pubrel(pid)
+        else:
+            self._on_ack(first >> 4, pid, reason)
+        return True
 
     def _on_auth(self, p):
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
