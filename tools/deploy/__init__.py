@@ -251,7 +251,7 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
     """Puts the tree on a device: checks its MicroPython version, platform and free flash, removes what a
     previous deploy left and this one does not write, copies only changed files, then (start) soft-resets it
     and runs main.py (follow: and shows its output). Returns the destinations copied."""
-    mp = Mpremote(device, runner)
+    mp = Mpremote(device, runner, reset=board.platform != "linux")  # the unix port has no soft reset
     dev = mp.find()
     dests = [f.dest for f in files]
     twins = [d[:-4] + ".py" for d in dests if d.endswith(".mpy")]  # a .py beside an .mpy wins the import
@@ -286,7 +286,8 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
         mp.cp(path, MANIFEST)
         progress.step(MANIFEST)
     if start or follow:
-        print("%s: soft reset, running main.py%s" % (dev, " (Ctrl-C stops following)" if follow else ""), file=out)
+        print("%s: %s, running main.py%s" % (dev, "soft reset" if mp.reset else "modules forgotten (no soft reset)",
+                                             " (Ctrl-C stops following)" if follow else ""), file=out)
         mp.run_main(follow)
     return [f.dest for f in changed]
 
