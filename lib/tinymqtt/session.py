@@ -87,6 +87,11 @@ class Session:
         self._connected_once = False
         self.state = DISCONNECTED
         self.session_present = False
+        # Set by a driver that queues messages for the application (the asyncio client's messages()):
+        # ack_later: QoS 1/2 messages no handler claims are acknowledged by ack() once the application took
+        # them, so the server's flow control (Receive Maximum) bounds the queue; hold: the queue is full,
+        # received() stops at the next PUBLISH (parked: it did; tick() cannot judge the link meanwhile).
+        self.ack_later = self.hold = self.parked = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
@@ -424,11 +429,14 @@ class Session:
             self.inlen += n
             self.last_recv = now
         buf, end, pos = self.inbuf, self.inlen, 0
-        more = False
+        more = self.parked = False
         try:
             while pos < end:
                 if len(self.out) - self.outlen < _ROOM:
                     more = True
+                    break
+                if self.hold and buf[pos] >> 4 == PUBLISH:  # parked until the application takes one
+                    more = self.parked = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
@@ -620,7 +628,8 @@ class Session:
                 if p.topic is None:
                     raise protocol_error("topic alias %d was never set on this connection" % a)
         q = p.qos
-        if q == 2 or (q and self.manual_ack):
+        later = q and (self.manual_ack or (self.ack_later and not self._claimed(p.topic)))
+        if q == 2 or later:
             j = self._rx_find(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
                 if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
@@ -636,13 +645,20 @@ class Session:
                 self._rx_qos.append(0)
                 self._rx_state.append(0)
             self._rx_pid[j], self._rx_qos[j] = p.pid, q
-            self._rx_state[j] = _RX_WAIT_APP if self.manual_ack else _RX_PUBREC
+            self._rx_state[j] = _RX_WAIT_APP if later else _RX_PUBREC
             self._rx_n += 1
             if self._rx_index is not None:
                 self._rx_index[p.pid] = j
         self._deliver(p)
-        if q and not self.manual_ack:
+        if q and not later:
             self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
+
+    def _claimed(self, topic):
+        hs = self._handlers
+        for i in range(len(hs)):
+            if matches(hs[i][0], topic):
+                return True
+        return False
 
     def _deliver(self, p):
         hs, hit, topic = self._handlers, False, p.topic
@@ -721,7 +737,10 @@ class Session:
         wait = 60000
         ka = self.keepalive_ms
         if ka:
-            if self._pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
+            if self._pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
+                self._ping_at = now  # deadline starts again once reading resumes
+                wait = max(ka // 2, 500)
+            elif self._pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
                 left = max(ka // 2, 500) - ticks_diff(now, self._ping_at)
                 if left <= 0:
                     self.state = DISCONNECTED
