@@ -173,7 +173,13 @@ class AsyncClient:
         wait = qos and wait
         if wait:
             self._waiting[pid] = True
-        await self._flush_safely()
+        st = self.stream
+        try:  # _flush_safely() inlined: each coroutine called costs an allocation
+            self._write()
+            if st:
+                await st.drain()
+        except LINK_ERRORS as e:
+            self._lost(e)
         if not wait:
             return pid
         return await self._result(pid)
@@ -290,12 +296,14 @@ class AsyncClient:
                 while s.received(n, p.ticks_ms()):  # stopped early: `out` is nearly full, or parked
                     n = 0
                     if s.outlen:
-                        await self._flush()
+                        self._write()
+                        await st.drain()
                     while s.parked and s.hold and self.stream is st:  # a message arrived; the inbox is full
                         self._taken.clear()
                         await self._taken.wait()
-                if s.outlen:  # acks to send; a read that brought none costs no coroutine (readinto yields)
-                    await self._flush()
+                if s.outlen:  # acks to send (_flush() inlined: a coroutine called costs an allocation)
+                    self._write()
+                    await st.drain()
             except LINK_ERRORS as e:
                 if self.stream is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._lost(e)

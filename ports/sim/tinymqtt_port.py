@@ -3,6 +3,7 @@
 # network_up(), open_stream() for the asyncio client, open() for the blocking one (tools/sim/syncnet.mjs),
 # ticks_ms(). Bytes cross through wasm memory in place, so reads and writes allocate nothing on the Python
 # side. No TLS here.
+import asyncio
 import time
 
 import jsnet
@@ -34,8 +35,8 @@ class SimStream:
         if not jsnet.write(self.h, addressof(buf), n):
             raise OSError(104, "connection reset")  # ECONNRESET
 
-    async def drain(self):
-        pass
+    def drain(self):
+        return asyncio.sleep_ms(0)  # yields once, as a drain must; MicroPython's sleep_ms reuses one object
 
     def close(self):
         jsnet.close(self.h)
