@@ -94,7 +94,8 @@ def mp_alloc_rows(res):
 
 
 MP_ALLOC_NOTE = ("Publish: bytes per `publish()` plus `loop()` until its flow is complete (blocking), per "
-                 "`publish_nowait()` (proven with `heap_lock()`: 0 means no allocation at all) or per `await publish()` (asyncio). "
+                 "`publish_nowait()` (proven with `heap_lock()`: 0 means no allocation at all) or per "
+                 "`await publish()` (asyncio). "
                  "Received: per message through `loop()` and a handler (blocking), or per `publish_nowait()` + "
                  "`flush()` + `async for` over `messages()` of a message the client sent itself (asyncio: its "
                  "coroutines, the stream's read and drain, the Message and its payload copy; the simulated board's "
