@@ -1,6 +1,7 @@
 # The blocking client: a thin driver over Session (which makes every protocol decision) and a port
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
-# link alive, and reconnects with exponential backoff and jitter when the link is lost.
+# link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
+# message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, ticks_diff, CONNECTED, DISCONNECTED, LOST
 from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
