@@ -2,6 +2,8 @@
 // thread, which cannot block on a socket: a worker thread owns the sockets and hands received bytes over in
 // a SharedArrayBuffer per connection, while the main thread waits with Atomics.wait (with a timeout).
 // Main thread: syncNet(getMemory) -> the functions run.mjs adds to `jsnet`. This file is also the worker.
+// Known limit: a program alternating reads between two blocking connections hung once for good inside
+// Atomics.wait (Node 20, a timed wait that never returned); one connection per program has not.
 import { Worker, isMainThread, parentPort } from "node:worker_threads";
 import net from "node:net";
 
