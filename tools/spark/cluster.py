@@ -24,7 +24,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def get_json(url, timeout=5.0):
+def get_json(url, timeout=60.0):
+    # Generous: a JVM busy with a batch (or 2 cores shared with a test suite) answers its UI late, and a
+    # report that gives up early would fail a run whose data path was fine.
     with urllib.request.urlopen(url, timeout=timeout) as r:  # loopback only: the cluster's own web UIs
         return json.load(r)
 
