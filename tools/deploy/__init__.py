@@ -130,6 +130,16 @@ def app_module(app):
     return name
 
 
+_IMPORTS = re.compile(r"^\s*(?:from\s+tinymqtt\.(\w+)|import\s+tinymqtt\.(\w+)|from\s+tinymqtt\s+import\s+(\w+))", re.M)
+
+
+def missing_modules(board, app):
+    """The tinymqtt modules the app imports that the board's profile does not carry (an ImportError later)."""
+    with open(app, encoding="utf-8") as f:
+        wanted = {"tinymqtt/%s.py" % "".join(m) for m in _IMPORTS.findall(f.read())}
+    return sorted(m for m in wanted if m not in board.lib and os.path.isfile(os.path.join(REPO, "lib", m)))
+
+
 def build(board, app, values, source=False, extra_files=()):
     """The board's file tree as [File]: lib/ (library, port and support modules), the app module, main.py
     (a source stub that imports the app: a board runs main.py from source) and config.py."""
@@ -138,6 +148,10 @@ def build(board, app, values, source=False, extra_files=()):
     if not os.path.isfile(app):
         raise DeployError("no app at %s" % app)
     mod = app_module(app)
+    missing = missing_modules(board, app)
+    if missing:
+        raise DeployError("%s imports %s, which profile %s leaves out: pick another --profile" % (
+            os.path.basename(app), ", ".join(m[9:-3] for m in missing), board.profile))
     ext = ".py" if source else ".mpy"
     units = [(os.path.join(REPO, "lib", m), "lib/" + m) for m in board.lib]
     units.append((os.path.join(REPO, board.port_module), "lib/tinymqtt_port.py"))
@@ -185,8 +199,8 @@ def sizes(files):
 # ------------------------------------------------------------------------------------------ output
 
 def plan_text(board, files, values, where):
-    lines = ["deploy to %s (%s): MicroPython >= %s, mpy-cross %s" % (
-        board.name, where, board.version_text(), " ".join(board.mpy_cross) or "(portable bytecode)")]
+    lines = ["deploy to %s (%s): MicroPython >= %s, mpy-cross %s, profile %s" % (
+        board.name, where, board.version_text(), " ".join(board.mpy_cross) or "(portable bytecode)", board.profile)]
     width = max(len(f.dest) for f in files)
     for f in files:
         lines.append("  %-*s %7d B  %s" % (width, f.dest, len(f.data), f.source))

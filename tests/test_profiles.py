@@ -1,0 +1,79 @@
+# Profiles (boards.toml [profile.NAME]): a board's file set, never a fork. The mqtt311 tree that tools/deploy
+# writes runs its example on its own (no other tinymqtt on the path) against a real mosquitto; an app that
+# needs a module the profile leaves out is refused at deploy time; tools.size measures what each profile costs.
+import os
+import subprocess
+import sys
+import uuid
+
+from tests.support import report
+from tinymqtt.client import Client
+from tools import boards, size
+from tools.deploy.__main__ import main as deploy_main
+
+REPO = boards.REPO
+
+
+def deploy(*argv):
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    rc = deploy_main(list(argv) + ["--secrets", os.devnull], env={}, out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_profiles_are_file_sets_of_the_one_library():
+    p = boards.profiles()
+    assert {"full", "mqtt311"} <= set(p)
+    assert set(p["mqtt311"].lib) < set(p["full"].lib)
+    assert "tinymqtt/aio.py" not in p["mqtt311"].lib and p["mqtt311"].leaves_out
+    for b in boards.load().values():
+        assert b.lib == p["full"].lib and b.profile == "full"
+    b = boards.get("esp32", profile="mqtt311")
+    assert b.lib == p["mqtt311"].lib and b.mpy_cross == ["-march=xtensawin"]
+
+
+def test_deploy_refuses_an_app_the_profile_cannot_run(tmp_path):
+    rc, out, err = deploy("--board", "esp32", "--profile", "mqtt311", "--app", "examples/telemetry.py",
+                          "--target", str(tmp_path))
+    assert rc == 1 and err.strip().splitlines()[-1] == (
+        "error: telemetry.py imports aio, which profile mqtt311 leaves out: pick another --profile")
+    rc, out, err = deploy("--board", "esp32", "--profile", "nope", "--app", "examples/sensor.py",
+                          "--target", str(tmp_path))
+    assert rc == 1 and "no profile 'nope' (profiles: full, mqtt311)" in err
+
+
+def test_mqtt311_tree_runs_its_example_alone(broker, tmp_path):
+    tree = tmp_path / "board"
+    rc, out, err = deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target",
+                          str(tree), "--source", "--broker", "%s:%d" % (broker.host, broker.port),
+                          "--set", "COUNT=3", "--set", "PERIOD_MS=50", "--set", "PREFIX='p311/%s'" % uuid.uuid4().hex)
+    assert rc == 0, err
+    assert sorted(os.listdir(tree / "lib" / "tinymqtt")) == sorted(os.path.basename(m) for m in
+                                                                  boards.profiles()["mqtt311"].lib)
+    prefix = dict(l.split(" = ", 1) for l in (tree / "config.py").read_text().splitlines()[1:])["PREFIX"][1:-1]
+    got = []
+    w = Client(broker.host, broker.port, version=4, client_id="w" + prefix[-8:], reconnect=False)
+    w.on_message = lambda m: got.append((m.topic, bytes(m.payload)))
+    w.connect()
+    w.subscribe(prefix + "/#", 1)
+    # -I: no PYTHONPATH, no site-packages, no repo: only the board's tree provides tinymqtt
+    code = "import sys; sys.path[:0] = [%r, %r]; import main" % (str(tree), str(tree / "lib"))
+    p = subprocess.run([sys.executable, "-I", "-c", code], cwd=tree, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.split() == ["READY", prefix + "/status", "SENT", "1", "SENT", "2", "SENT", "3", "DONE"]
+    for _ in range(100):
+        if (prefix + "/status", b"offline") in got:
+            break
+        w.loop(0.05)
+    w.disconnect()
+    assert [m for m in got if m[0].endswith("/telemetry")] == [(prefix + "/telemetry", b'{"n": %d}' % n)
+                                                                for n in (1, 2, 3)]
+    assert (prefix + "/status", b"online") in got and got[-1] == (prefix + "/status", b"offline")
+
+
+def test_size_tool_measures_each_profile_as_deploy_compiles_it():
+    full, small = size.profile_sizes("esp32", "full"), size.profile_sizes("esp32", "mqtt311")
+    assert set(full) == set(boards.profiles()["full"].lib) and set(small) == set(boards.profiles()["mqtt311"].lib)
+    assert 0 < sum(small.values()) < sum(full.values())
+    report.record("mpy esp32 profile full (B)", sum(full.values()))
+    report.record("mpy esp32 profile mqtt311 (B)", sum(small.values()))
