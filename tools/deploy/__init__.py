@@ -24,6 +24,8 @@ SECRET = re.compile(r"PASSWORD|SECRET|TOKEN|SSID|PRIVATE|_KEY$")
 MASK = "********"
 RESERVED = ("main", "boot", "config", "tinymqtt", "tinymqtt_port", "tinymqtt_board")
 FLASH_MARGIN = 8192  # bytes left free on the board's filesystem after a deploy
+ROM = "rom/"  # files in the ROMFS image, mounted at /rom (MicroPython 1.25+): bytecode runs from flash
+ROMFS_OVERHEAD = 64  # generous bytes of ROMFS header per file and folder
 
 
 class DeployError(Exception):
@@ -260,13 +262,41 @@ def write_target(files, target, err=sys.stderr):
         fh.write(manifest_of(files))
 
 
+def romfs_files(mp, files, out):
+    """romfs=True: when the device has a ROMFS partition the library and port fit in, lib/X becomes rom/lib/X
+    (on /rom/lib, which comes before /lib on sys.path); otherwise the files stay as they are: a plain copy."""
+    size = mp.romfs_size()
+    lib = [f for f in files if f.dest.startswith("lib/")]
+    need = sum(len(f.data) + ROMFS_OVERHEAD for f in lib) + 2 * ROMFS_OVERHEAD
+    if not size or need > size:
+        print("%s: %s; copying the files instead" % (mp.device, "no ROMFS partition" if not size else
+                                                     "the ROMFS partition (%d B) is smaller than the %d B the library "
+                                                     "needs" % (size, need)), file=out)
+        return files
+    print("%s: library and port go to the ROMFS partition (%d of %d B)" % (mp.device, need, size), file=out)
+    return [File(ROM + f.dest, f.data, f.source) if f.dest.startswith("lib/") else f for f in files]
+
+
+def write_romfs(mp, files, tmp):
+    """One image holds every rom/ file (an empty one erases what an earlier --romfs deploy left)."""
+    folder = os.path.join(tmp, "romfs")
+    os.makedirs(folder)
+    for f in files:
+        if f.dest.startswith(ROM):
+            local_copy(folder, File(f.dest[len(ROM):], f.data, f.source))
+    mp.romfs_deploy(folder)
+
+
 def deploy_device(board, files, device=None, runner=None, follow=False, start=True, out=sys.stdout,
-                  err=sys.stderr):
+                  err=sys.stderr, romfs=False):
     """Puts the tree on a device: checks its MicroPython version, platform and free flash, removes what a
     previous deploy left and this one does not write, copies only changed files, then (start) soft-resets it
-    and runs main.py (follow: and shows its output). Returns the destinations copied."""
+    and runs main.py (follow: and shows its output). Returns the destinations copied. romfs: the library
+    goes into the ROMFS partition when the device has one (see romfs_files)."""
     mp = Mpremote(device, runner)
     dev = mp.find()
+    if romfs:
+        files = romfs_files(mp, files, out)
     dests = [f.dest for f in files]
     twins = [d[:-4] + ".py" for d in dests if d.endswith(".mpy")]  # a .py beside an .mpy wins the import
     info = mp.probe(dests + twins)
@@ -279,19 +309,25 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
     changed = [f for f in files if not info.same(f.dest, len(f.data), f.sha)]
     stale = [p for p in info.manifest if p not in dests and p in info.files]
     stale += [t for t in twins if t in info.files and t not in stale]
-    need = sum(blocks(len(f.data), info.block) for f in changed) + blocks(len(manifest_of(files)), info.block)
+    rom_image = any(f.dest.startswith(ROM) for f in changed) or any(p.startswith(ROM) for p in stale)
+    changed_fs = [f for f in changed if not f.dest.startswith(ROM)]  # what goes to the filesystem
+    stale = [p for p in stale if not p.startswith(ROM)]  # a ROMFS is rewritten whole, never file by file
+    need = sum(blocks(len(f.data), info.block) for f in changed_fs) + blocks(len(manifest_of(files)), info.block)
     freed = sum(blocks(info.files[p][0], info.block) for p in stale)
-    freed += sum(blocks(info.files[f.dest][0], info.block) for f in changed if f.dest in info.files)
+    freed += sum(blocks(info.files[f.dest][0], info.block) for f in changed_fs if f.dest in info.files)
     if need - freed > info.free - FLASH_MARGIN:
         raise DeployError("not enough flash on %s: the new files need %d KB, the filesystem has %d KB free" % (
             dev, (need - freed + FLASH_MARGIN + 1023) // 1024, info.free // 1024))
     print("%s: MicroPython %s on %s; %d of %d files changed%s" % (
         dev, ".".join(map(str, info.version)), info.platform, len(changed), len(files),
         ", removing %d stale" % len(stale) if stale else ""), file=out)
-    mp.prepare(stale, folders([f.dest for f in changed]))
-    progress = Progress(len(changed) + 1, err)
+    mp.prepare(stale, folders([f.dest for f in changed_fs]))
+    progress = Progress(len(changed_fs) + 1 + rom_image, err)
     with tempfile.TemporaryDirectory(prefix="tinymqtt-deploy-") as tmp:
-        for f in changed:
+        if rom_image:
+            write_romfs(mp, files, tmp)
+            progress.step("ROMFS image")
+        for f in changed_fs:
             mp.cp(local_copy(tmp, f), f.dest)
             progress.step(f.dest)
         path = os.path.join(tmp, MANIFEST)

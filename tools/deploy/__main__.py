@@ -33,6 +33,8 @@ def parse_args(argv):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another config.py value")
     ap.add_argument("--secrets", metavar="FILE", help="secrets file (default: secrets.toml, git-ignored)")
     ap.add_argument("--source", action="store_true", help="copy .py sources instead of compiling to .mpy")
+    ap.add_argument("--romfs", action="store_true", help="library and port into the device's ROMFS partition "
+                    "(MicroPython 1.25+: bytecode runs from flash), a plain copy where it has none")
     ap.add_argument("--follow", action="store_true", help="soft-reset, run main.py and show its output")
     ap.add_argument("--no-start", action="store_true", help="leave the board stopped after copying")
     ap.add_argument("--boards", default=boards_mod.DEFAULT_PATH, help=argparse.SUPPRESS)
@@ -44,6 +46,8 @@ def main(argv=None, runner=None, env=None, out=None, err=None):
     a = parse_args(argv)
     try:
         board = boards_mod.get(a.board, a.boards, a.profile)
+        if a.romfs and a.target:
+            raise DeployError("--romfs writes a device's ROMFS partition: use it with --device, not --target")
         host, _, port = a.broker.partition(":")
         if port and not port.isdigit():
             raise DeployError("--broker %s: expected HOST or HOST:PORT" % a.broker)
@@ -87,7 +91,7 @@ def main(argv=None, runner=None, env=None, out=None, err=None):
             print("%s: wrote %d files (%d B) for %s, profile %s" % (
                 a.target, len(tree), sum(len(f.data) for f in tree), board.name, board.profile), file=out)
             return 0
-        deploy_device(board, tree, a.device, runner, a.follow, not a.no_start, out, err)
+        deploy_device(board, tree, a.device, runner, a.follow, not a.no_start, out, err, romfs=a.romfs)
         return 0
     except (DeployError, DeviceError, boards_mod.BoardError) as e:
         print("error: %s" % e, file=err)
