@@ -54,8 +54,7 @@ class Board:
 
     def session_options(self):
         """What config.SESSION holds: the Session options sized for this board."""
-        return {k: getattr(self, k) for k in ("max_packet_size", "out_size", "max_inflight", "receive_maximum",
-                                             "topic_alias_maximum", "keepalive")}
+        return {k: getattr(self, k) for k in SESSION_KEYS}
 
     def version_text(self):
         return ".".join(map(str, self.micropython))
@@ -126,6 +125,7 @@ def _fail(path, board, key, why):
 
 
 DEFAULT_PROFILE = "full"
+SESSION_KEYS = ("max_packet_size", "out_size", "max_inflight", "receive_maximum", "topic_alias_maximum", "keepalive")
 
 
 @dataclass
@@ -134,6 +134,7 @@ class Profile:
     description: str
     lib: list  # library modules, paths under lib/
     leaves_out: list  # what a board on this profile cannot do, in words
+    session: dict = field(default_factory=dict)  # Session options that replace the board's (smaller buffers)
 
 
 def _check_lib(path, name, lib, repo):
@@ -154,8 +155,13 @@ def _check_profiles(path, t, repo):
             raise BoardError("%s: [%s]: a profile is a table named with lower-case letters, digits and _"
                              % (path, where))
         for key in p:
-            if key not in ("description", "lib", "leaves_out"):
-                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out)")
+            if key not in ("description", "lib", "leaves_out") + SESSION_KEYS:
+                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out and Session "
+                      "options: %s)" % ", ".join(SESSION_KEYS))
+            if key in SESSION_KEYS:
+                why = KEYS[key][0](p[key])
+                if why:
+                    _fail(path, where, key, why)
         if "lib" not in p:
             _fail(path, where, "lib", "missing (a profile is its file set)")
         for key in ("lib", "leaves_out"):
@@ -163,7 +169,8 @@ def _check_profiles(path, t, repo):
             if why and p.get(key) != []:
                 _fail(path, where, key, why)
         _check_lib(path, where, p["lib"], repo)
-        out[name] = Profile(name, p.get("description", name), list(p["lib"]), list(p.get("leaves_out", [])))
+        out[name] = Profile(name, p.get("description", name), list(p["lib"]), list(p.get("leaves_out", [])),
+                            {k: p[k] for k in SESSION_KEYS if k in p})
     if DEFAULT_PROFILE not in out:
         raise BoardError("%s: no [profile.%s] (the file set a board gets by default)" % (path, DEFAULT_PROFILE))
     return out
@@ -270,7 +277,8 @@ def get(name, path=DEFAULT_PATH, profile=None):
     known = profiles(path)
     if profile not in known:
         raise BoardError("%s: no profile %r (profiles: %s)" % (path, profile, ", ".join(sorted(known))))
-    return dataclasses.replace(board, lib=list(known[profile].lib), profile=profile)
+    p = known[profile]
+    return dataclasses.replace(board, lib=list(p.lib), profile=profile, **p.session)
 
 
 def main(argv=None):
