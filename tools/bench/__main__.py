@@ -12,11 +12,11 @@ import subprocess
 import sys
 import time
 
-from tools.bench import codec, mp, report, throughput
+from tools.bench import codec, footprint, mp, report, throughput
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
-SECTIONS = ("throughput", "latency", "memory", "heap", "sizes", "wire", "codec")
+SECTIONS = ("throughput", "latency", "memory", "heap", "sizes", "wire", "codec", "footprint")
 
 
 def parse(argv):
@@ -170,6 +170,9 @@ def main(argv=None):
         res["codec"] = {"cpython": codec.speed(0.05 if a.quick else 0.3)}
         if mp_ok:
             res["codec"]["micropython"] = mp.run(["codec"], 20 if a.quick else 200)
+    if "footprint" in a.only:
+        log("bench: what each profile costs a board (real MicroPython)")
+        res["footprint"] = footprint.measure(a.quick, log)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(_jsonable(res), f, indent=1)
