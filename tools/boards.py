@@ -40,6 +40,7 @@ class Board:
     wlan: bool
     config: dict = field(default_factory=dict)  # extra config.py values
     profile: str = "full"  # the profile whose files `lib` holds
+    short_errors: bool = False  # library error text becomes "module:line" in the .mpy (tools/deploy/shorten.py)
 
     @property
     def port_module(self):
@@ -116,6 +117,7 @@ KEYS = {
     "topic_alias_maximum": (_int(0, 65535), True),
     "keepalive": (_int(0, 65535), True),
     "wlan": (_bool, True),
+    "short_errors": (_bool, False),
     "config": (_config, False),
 }
 
@@ -223,7 +225,8 @@ def _check_board(path, name, t, repo, profiles=None):
         lib=list(t["lib"] if "lib" in t else profiles[DEFAULT_PROFILE].lib), heap_budget=t["heap_budget"],
         max_packet_size=t["max_packet_size"], out_size=t["out_size"], max_inflight=t["max_inflight"],
         receive_maximum=t["receive_maximum"], topic_alias_maximum=t["topic_alias_maximum"],
-        keepalive=t["keepalive"], wlan=t["wlan"], config=dict(t.get("config", {})))
+        keepalive=t["keepalive"], wlan=t["wlan"], config=dict(t.get("config", {})),
+        short_errors=t.get("short_errors", False))
 
 
 def parse(text, path="boards.toml", repo=REPO):

@@ -1,5 +1,6 @@
 # How many bytes of .mpy each profile costs a board: compiles the profile's lib/ files with the board's
-# mpy-cross flags exactly as tools/deploy writes them, and prints bytes per module and the total.
+# mpy-cross flags (and short error text where the board asks) exactly as tools/deploy writes them, and prints
+# bytes per module and the total.
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
 import argparse
 import json
@@ -8,7 +9,7 @@ import sys
 import tempfile
 
 from tools import boards as boards_mod
-from tools.deploy import compile_mpy, DeployError
+from tools.deploy import library_mpy, DeployError
 
 REPO = boards_mod.REPO
 
@@ -19,7 +20,7 @@ def profile_sizes(board_name="esp32", profile="full"):
     out = {}
     with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
         for m in board.lib:
-            out[m] = len(compile_mpy(os.path.join(REPO, "lib", m), m, board.mpy_cross, tmp))
+            out[m] = len(library_mpy(board, os.path.join(REPO, "lib", m), m, tmp))
     return out
 
 

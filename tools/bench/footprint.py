@@ -4,6 +4,7 @@
 # real mosquitto); and the smallest `-X heapsize` with which the unix port connects, subscribes, publishes
 # and receives. umqtt.simple (PyPI micropython-umqtt.simple, version printed) goes through the same steps.
 #   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
+import dataclasses
 import json
 import os
 import shutil
@@ -34,9 +35,10 @@ def micropython():
 
 
 def tree(dest, profile, app, version, host="127.0.0.1", port=1883, extra=()):
-    """The linux board's tree for profile (what deploy --target writes, .mpy of portable bytecode)."""
-    board = boards_mod.get("linux", profile=profile)
+    """The linux board's tree for profile (what deploy --target writes: portable bytecode), with the esp32's
+    short error text."""
     esp = boards_mod.get("esp32", profile=profile)
+    board = dataclasses.replace(boards_mod.get("linux", profile=profile), short_errors=esp.short_errors)
     values = deploy.config_values(board, host, port, client_id="fp-%s-%s-%d" % (profile, app[3:-3], os.getpid()))
     values["SESSION"] = esp.session_options()  # the esp32 buffers, as the issue's table asks
     values["VERSION"] = version

@@ -107,6 +107,20 @@ def compile_mpy(path, name, flags, tmp):
         return f.read()
 
 
+def library_mpy(board, path, name, tmp):
+    """The .mpy of a library module for the board: with short_errors, compiled from tools/deploy/shorten.py's
+    copy (error text "module:line"); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
+    if board.short_errors and name.startswith("tinymqtt/"):
+        from tools.deploy.shorten import shorten
+        with open(path, encoding="utf-8") as f:
+            text = shorten(f.read(), name[9:-3])
+        os.makedirs(os.path.join(tmp, "short"), exist_ok=True)
+        path = os.path.join(tmp, "short", os.path.basename(name))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return compile_mpy(path, name, board.mpy_cross, tmp)
+
+
 def config_values(board, broker="127.0.0.1", port=1883, client_id=None, secrets=None, extra=None, seed=""):
     """What config.py holds, in order: where the broker is, who we are, the board's sizes, then secrets."""
     if client_id is None:
@@ -167,7 +181,7 @@ def build(board, app, values, source=False, extra_files=()):
                 with open(path, "rb") as f:
                     data = f.read()
             else:
-                data = compile_mpy(path, dest[4:] if dest.startswith("lib/") else dest, board.mpy_cross, tmp)
+                data = library_mpy(board, path, dest[4:] if dest.startswith("lib/") else dest, tmp)
             files.append(File(dest[:-3] + ext, data, rel))
     stub = "# Runs %s (tools/deploy put it in %s%s).\nimport %s\n" % (os.path.basename(app), mod, ext, mod)
     files.append(File("main.py", stub.encode(), "generated"))
