@@ -2,7 +2,7 @@
 # caller-owned buffer (one pass to size, one to write: no allocation), decode what a server sends from a
 # memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
 # is a memoryview into the caller's buffer, valid until that buffer is reused. The server half (CONNECT,
-# SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is test support: tests/shared/server_codec.py.
+# SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
 # MQTT 5 properties (props.py) load at the first v5 packet, so a 3.1.1 client never imports them.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import Reader, put_u8, put_u16, put_vbi, put_str, vbi_len, MAX_VBI
@@ -214,7 +214,7 @@ def _d_empty(r, p, flags, v):  # PINGREQ, PINGRESP; DISCONNECT and AUTH in v5 ma
             _props(r, p, p.type)
 
 
-# By packet type; None: a server never sends it (tests/shared/server_codec.py fills these in for test servers).
+# By packet type; None: a server never sends it (tinymqtt/cli_codec.py fills these in on hosts).
 _DECODE = [None, None, _d_connack, _d_publish, _d_ack, _d_ack, _d_ack, _d_ack, None, _d_suback,
            None, _d_suback, _d_empty, _d_empty, _d_empty, _d_empty]
 

@@ -5,11 +5,10 @@
 # file still checks that the bytes written are right.
 try:
     from tests.shared.alloc import no_alloc, bytes_per_call, micropython_only
-    import tests.shared.server_codec  # noqa: F401  the server half, for the packets a client never handles
 except ImportError:
     from alloc import no_alloc, bytes_per_call, micropython_only
-    import server_codec  # noqa: F401
 
+import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 from tinymqtt import packets as K
 from tinymqtt.packets import Packet, encode, encode_publish, frame, decode
 

@@ -123,7 +123,6 @@ def run(parts, iterations, boards=None, timeout=300):
                 f.write(compile_mpy(os.path.join(LIB, m + ".py"), name="tinymqtt/%s.py" % m))
         shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cycles.py"),
                     os.path.join(root, "lib", "benchcycles.py"))
-        shutil.copy(os.path.join(ROOT, "tests", "shared", "server_codec.py"), os.path.join(root, "lib"))
         p = subprocess.run(["node", MP_RUN, "--root", root], input=settings + script, capture_output=True,
                            text=True, timeout=timeout, cwd=ROOT)
     res = {}

@@ -22,8 +22,6 @@ def _paths():
     for d in (os.path.join(REPO, "lib"), os.path.join(REPO, "ports", "linux")):
         if d not in sys.path:
             sys.path.insert(0, d)
-    if REPO not in sys.path:
-        sys.path.append(REPO)  # tests.shared.server_codec: the fuzzers decode and re-encode both halves
 
 
 # ---------------------------------------------------------------------------------------- decoder
@@ -34,7 +32,7 @@ _BUF = bytearray(1 << 17)
 def decoder(data):
     from tinymqtt.errors import MQTTError, LocalProtocolError
     from tinymqtt.packets import frame, decode, encode
-    import tests.shared.server_codec  # noqa: F401
+    import tinymqtt.cli_codec  # noqa: F401
     if not data:
         return
     v = (3, 4, 5)[data[0] % 3]
@@ -172,7 +170,7 @@ def seeds():
     """{target: {name: bytes}}: small valid conversations and packets of every kind to start from."""
     _paths()
     from tinymqtt import props as P
-    import tests.shared.server_codec  # noqa: F401
+    import tinymqtt.cli_codec  # noqa: F401
     from tinymqtt.packets import (Packet, encode, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK,
                                   UNSUBACK, PINGRESP, DISCONNECT, AUTH, CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ)
     buf = bytearray(4096)

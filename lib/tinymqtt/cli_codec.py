@@ -1,6 +1,7 @@
-# The server half of the MQTT codec, which a client never needs and a board never carries: decoding
-# CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK / SUBACK / UNSUBACK, and Packet equality and repr.
-# install() adds it to tinymqtt.packets for the fake broker, the codec tests and the fuzzers (CPython and
+# The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
+# keeps it off every board: tools/boards.py): decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK /
+# SUBACK / UNSUBACK, and Packet equality and repr. Importing it adds it to tinymqtt.packets, for the CLI's -d
+# (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython and
 # MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
 from tinymqtt.errors import malformed, protocol_error, RemoteProtocolError
