@@ -1,9 +1,13 @@
 # Short error text for boards (boards.toml `short_errors`): before mpy-cross, the message argument of every
-# `raise` in the library becomes "module:line", the place in the source where the full text stands. The
-# reason code, the exception class (its side: local or remote) and every other argument stay; line numbers
+# `raise` in the library becomes "module:line", the place in the source where the full text stands, and the
+# packet it names ("packets:237 PUBLISH") when its text names one. The reason code, the exception class (its side: local or remote) and every other argument stay; line numbers
 # stay exact, so tracebacks still point at the right line. The source itself never changes: this is a build
 # step, like -O dropping asserts, and CPython always runs the readable messages.
 import ast
+import re
+
+PACKETS = re.compile(r"\b(CONNECT|CONNACK|PUBLISH|PUBACK|PUBREC|PUBREL|PUBCOMP|SUBSCRIBE|SUBACK|UNSUBSCRIBE|UNSUBACK|"
+                     r"PINGREQ|PINGRESP|DISCONNECT|AUTH)\b")
 
 
 def _is_message(node):
@@ -39,6 +43,8 @@ def shorten(text, name):
     for arg in sorted(spans, key=lambda a: (a.lineno, a.col_offset), reverse=True):  # from the end: offsets hold
         a = starts[arg.lineno - 1] + arg.col_offset
         b = starts[arg.end_lineno - 1] + arg.end_col_offset
-        short = ('"%s:%d"' % (name, arg.lineno) + "\n" * (arg.end_lineno - arg.lineno)).encode()
+        packet = PACKETS.search(data[a:b].decode())
+        place = "%s:%d" % (name, arg.lineno) + (" " + packet.group(1) if packet else "")
+        short = ('"%s"' % place + "\n" * (arg.end_lineno - arg.lineno)).encode()
         data = data[:a] + short + data[b:]
     return data.decode()
