@@ -293,6 +293,8 @@ def main(argv=None):
     for b in boards.values():
         print("%-8s %-14s MicroPython >= %-7s %-18s %s" % (b.name, b.port, b.version_text(),
                                                             " ".join(b.mpy_cross) or "(bytecode)", b.description))
+    for p in profiles().values():
+        print("profile %-8s %2d modules  %s" % (p.name, len(p.lib), p.description))
     return 0
 
 
