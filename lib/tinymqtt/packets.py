@@ -27,18 +27,6 @@ NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBRE
 V31, V311, V5 = 3, 4, 5
 MAX_PACKET = 5 + MAX_VBI  # the largest packet the protocol can express
 
-# The reason codes each v5 packet may carry (spec 2.4); anything else is a Protocol Error.
-_PUB_RC = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
-_REL_RC = b"\x00\x92"
-REASONS = {
-    CONNACK: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",
-    PUBACK: _PUB_RC, PUBREC: _PUB_RC, PUBREL: _REL_RC, PUBCOMP: _REL_RC,
-    SUBACK: b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2",
-    UNSUBACK: b"\x00\x11\x80\x83\x87\x8f\x91",
-    DISCONNECT: b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c"
-                b"\x9d\x9e\x9f\xa0\xa1\xa2",
-    AUTH: b"\x00\x18\x19",
-}
 _V3_SUBACK = (b"\x00\x01\x02", b"\x00\x01\x02\x80")  # 3.1, 3.1.1
 _FLAGS_0010 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)  # fixed header flags 0010; a tuple literal of names would allocate
 
@@ -134,9 +122,9 @@ def _pid(r):
     return v
 
 
-def _reason(r, p, allowed):
+def _reason(r, p):  # v5 only: the reason codes p's type may carry are in props.REASONS
     c = r.u8("reason code")
-    if c not in allowed:
+    if c not in v5().REASONS[p.type]:
         raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[p.type]))
     p.reason = c
 
@@ -153,7 +141,7 @@ def _d_connack(r, p, flags, v):
         raise malformed("reserved CONNACK flag bits set: %s" % bin(f))
     p.session_present = bool(f & 1)
     if v == V5:
-        _reason(r, p, REASONS[CONNACK])
+        _reason(r, p)
         _props(r, p, CONNACK)
     else:
         p.reason = r.u8("connect return code")
@@ -185,7 +173,7 @@ def _d_publish(r, p, flags, v):
 def _d_ack(r, p, flags, v):  # PUBACK, PUBREC, PUBREL, PUBCOMP: short forms of length 2 and 3 in v5
     p.pid = _pid(r)
     if v == V5 and r.more():
-        _reason(r, p, REASONS[p.type])
+        _reason(r, p)
         if r.more():
             _props(r, p, p.type)
 
@@ -196,7 +184,7 @@ def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is th
         return
     if v == V5:
         _props(r, p, p.type)
-    allowed = REASONS[p.type] if v == V5 else _V3_SUBACK[v - V31]
+    allowed = v5().REASONS[p.type] if v == V5 else _V3_SUBACK[v - V31]
     p.codes = []
     while r.more():
         c = r.u8()
@@ -209,7 +197,7 @@ def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is th
 
 def _d_empty(r, p, flags, v):  # PINGREQ, PINGRESP; DISCONNECT and AUTH in v5 may carry reason + props
     if v == V5 and r.more() and p.type >= DISCONNECT:
-        _reason(r, p, REASONS[p.type])
+        _reason(r, p)
         if r.more():
             _props(r, p, p.type)
 
