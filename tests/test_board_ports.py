@@ -1,10 +1,11 @@
 # The ESP32 and Pico W ports under real MicroPython 1.27 (the WebAssembly build, tools/sim/run.mjs), as
 # deploy builds them (.mpy with each board's mpy-cross flags), over fake `network` modules that behave like
 # the documented drivers (tests/fakes/esp32, tests/fakes/picow): WLAN bring-up and its named failures, a
-# drop and the rejoin through network_up(); the blocking socket path over a scripted fake `socket`/`ssl`
-# (DNS, connect errors, the busy errno values, resets, TLS set-up); and the asyncio path end to end against
+# drop and the rejoin through network_up(); and the asyncio path end to end against
 # a real mosquitto through a fake asyncio.open_connection over the simulator's TCP bridge (tests/fakes/
-# jsstream.py), including a WLAN drop in the middle, with the heap it takes.
+# jsstream.py; the build has no socket module: tests/fakes/socket.py only resolves names), including a WLAN
+# drop in the middle, with the heap it takes on 32 bits. Sockets, TLS and the blocking path run on real
+# sockets under the unix port instead: tests/test_unix_transport.py, test_unix_aio.py, test_unix_faults.py.
 import pytest
 
 from tests.fakes import simboard
@@ -25,7 +26,7 @@ def trees(tmp_path_factory):
         root = tmp_path_factory.mktemp(b)
         rc, _, err = simboard.deploy(b, "examples/telemetry.py", root, "--set", "HOSTNAME='board1'", env=WIFI)
         assert rc == 0, err
-        simboard.add_fakes(root, "socket", "ssl", "jsstream", board=b)
+        simboard.add_fakes(root, "socket", "jsstream", board=b)
         out[b] = root
     return out
 
@@ -169,136 +170,6 @@ def test_wlan_drop_is_rejoined_by_network_up(trees, board):
     assert "config.WIFI_SSID is not set" in r["no ssid"]["err"]["msg"]
 
 
-# ------------------------------------------------------------------------------------------ blocking sockets
-
-SOCKET_SCRIPT = '''
-import socket, ssl
-from tinymqtt.errors import ConnectionLost
-
-def outcome(fn):
-    try:
-        return {"value": fn()}
-    except ConnectionLost as e:
-        return {"lost": str(e)}
-    except OSError as e:
-        return {"oserror": e.args[0], "msg": str(e)}
-    except ValueError as e:
-        return {"valueerror": str(e)}
-
-if %(no_nodelay)r:
-    del socket.TCP_NODELAY  # lwIP on the Pico W may not offer it: open() must do without
-
-t = port.open("broker.example", 1883, timeout_ms=5000)
-s = socket.sockets[-1]
-result(step="open", log=[list(x) for x in socket.log], timeout=s.timeout, opts=[list(o) for o in s.opts])
-
-buf = bytearray(16)
-s.script = [b"abc", b"0123456789abcdefXYZ", 11, 110, 116, -110, -116, 115, 119, None]
-reads = []
-for off in (0, 0, 0):
-    reads.append(t.readinto(buf, off, 100))
-reads.append(bytes(buf))
-for i in range(7):
-    reads.append(t.readinto(buf, 0, 50))
-result(step="reads", reads=[r if isinstance(r, int) else r.decode() for r in reads], timeout=s.timeout)
-
-lost = {}
-for code in (b"", 104, -1, 9, 128, 113, 118, -30592, -0x2700):
-    s.script = [code]
-    lost[repr(code)] = outcome(lambda: t.readinto(buf, 0, 50))
-result(step="lost", lost=lost)
-
-socket.write_chunk = 3
-t.write(b"hello world, in pieces", 17)
-result(step="write", sent=bytes(s.sent).decode())
-socket.write_chunk = 0
-t.close()
-result(step="close", closed=s.closed)
-
-socket.log.clear()
-result(step="dns", r=outcome(lambda: port.open("nope.example", 1883)))
-socket.connect_error[("10.0.0.2", 1884)] = 111
-result(step="refused", r=outcome(lambda: port.open("broker.example", 1884)), closed=socket.sockets[-1].closed)
-
-with open("ca.pem", "wb") as f:
-    f.write(b"-----BEGIN CERTIFICATE-----\\nfake\\n-----END CERTIFICATE-----\\n")
-port.open("broker.example", 8883, tls={"cafile": "ca.pem"})
-c = ssl.contexts[-1]
-result(step="tls", protocol=c.protocol, verify=c.verify_mode, cadata=c.cadata.decode(), wrapped=c.wrapped)
-port.open("10.0.0.2", 8883, tls={"cafile": "ca.pem", "server_hostname": "mqtt.example"})
-result(step="tls name", wrapped=ssl.contexts[-1].wrapped)
-result(step="tls no ca", r=outcome(lambda: port.open("broker.example", 8883, tls=True)))
-result(step="tls empty", r=outcome(lambda: port.open("broker.example", 8883, tls={})))
-port.open("broker.example", 8883, tls={"insecure": True})
-result(step="tls insecure", verify=ssl.contexts[-1].verify_mode)
-ssl.verify_error = -0x2700
-result(step="tls bad cert", r=outcome(lambda: port.open("broker.example", 8883, tls={"cadata": b"x"})),
-       closed=socket.sockets[-1].closed)
-ssl.verify_error = 0
-
-# The blocking client over it: CONNACK, a publish, a reset, and the reconnect that goes through network_up().
-from tinymqtt.client import Client
-reset()
-connack = b"\\x20\\x03\\x00\\x00\\x00"
-socket.scripts[:] = [[connack], [connack]]
-c = Client("broker.example", 1883, port_impl=port, client_id="b1", version=5, backoff_min_ms=1, backoff_max_ms=2)
-c.connect(timeout=2)
-c.publish("t/x", b"hi")
-first = socket.sockets[-1]
-first.script = [104]
-c.loop(0.05)
-lost_first = not c.is_connected()
-for i in range(50):
-    c.loop(0.01)
-    if c.is_connected():
-        break
-result(step="client", first=bytes(first.sent).hex(), lost=lost_first, again=c.is_connected(),
-       error=str(c.last_error), joins=port.station.joins, sockets=len(socket.sockets))
-'''
-
-
-@pytest.mark.parametrize("board", BOARDS)
-def test_blocking_socket_path_maps_board_errors(trees, board):
-    r = {x["step"]: x for x in run_script(trees[board], "sock.py", SOCKET_SCRIPT % {"no_nodelay": board == "picow"})}
-    opened = r["open"]
-    assert ["getaddrinfo", "broker.example", 1883] in opened["log"]
-    assert ["connect", ["10.0.0.2", 1883]] in opened["log"]
-    assert opened["timeout"] == 5.0
-    assert opened["opts"] == ([] if board == "picow" else [[6, 1, 1]]), "TCP_NODELAY where the board has it"
-    # data, data split over the buffer, then every busy errno and a non-blocking None read as 0 bytes
-    assert r["reads"]["reads"] == [3, 16, 3, "XYZ3456789abcdef", 0, 0, 0, 0, 0, 0, 0]
-    assert r["reads"]["timeout"] == 0.05
-    lost = r["lost"]["lost"]
-    for code in ("b''", "104", "-1", "9", "128", "113", "118", "-30592"):
-        assert "lost" in lost[code], (code, lost[code])
-    assert "closed the connection" in lost["b''"]["lost"]
-    assert "104" in lost["104"]["lost"] and "TLS error -0x7780" in lost["-30592"]["lost"]
-    assert lost[str(-0x2700)] == {"oserror": -0x2700, "msg": "TLS: the server's certificate did not verify against the CA"}
-    assert lost["128"]["lost"].startswith("connection lost (128)"), "ENOTCONN on ESP-IDF: no name, no stray space"
-    assert lost["-1"]["lost"].startswith("connection lost (-1)"), "-1 (closed, on some builds) is not -EPERM"
-    assert r["write"]["sent"] == "hello world, in p", "partial writes are continued"
-    assert r["close"]["closed"]
-    assert r["dns"]["r"]["oserror"] == -202 and "DNS lookup of 'nope.example' failed" in r["dns"]["r"]["msg"]
-    assert r["refused"]["r"]["oserror"] == 111 and "TCP connect to broker.example:1884 failed" in r["refused"]["r"]["msg"]
-    assert r["refused"]["closed"]
-    tls = r["tls"]
-    assert (tls["protocol"], tls["verify"]) == (0, 2), "PROTOCOL_TLS_CLIENT with CERT_REQUIRED"
-    assert "BEGIN CERTIFICATE" in tls["cadata"]
-    assert tls["wrapped"] == [["broker.example", True]], "server_hostname is the broker's name"
-    assert r["tls name"]["wrapped"] == [["mqtt.example", True]]
-    assert "needs the broker's CA" in r["tls no ca"]["r"]["valueerror"]
-    assert "needs the broker's CA" in r["tls empty"]["r"]["valueerror"], "tls={} must never mean plain TCP"
-    assert r["tls insecure"]["verify"] == 0
-    assert r["tls bad cert"]["r"]["msg"].startswith("TLS: the server's certificate did not verify")
-    assert r["tls bad cert"]["closed"]
-    client = r["client"]
-    assert client["first"].startswith("10"), "CONNECT first"
-    assert client["first"].endswith("3008" "0003" + b"t/x".hex() + "00" + b"hi".hex()), "then PUBLISH t/x 'hi'"
-    assert client["lost"] and client["again"], client
-    assert "connection lost (104 ECONNRESET)" in client["error"]
-    assert client["joins"] == 1 and client["sockets"] >= 2
-
-
 # ------------------------------------------------------------------------------------------ asyncio, live
 
 LIVE_SCRIPT = '''
@@ -344,13 +215,8 @@ async def main():
         got.append(bytes(m.payload).decode())
         break
     await c.disconnect()
-    try:
-        await port.open_stream("broker.example", 8883, tls={"cadata": b"x", "server_hostname": "mqtt.example"})
-        tls = None
-    except OSError as e:
-        tls = str(e)
     result(got=got, connects=len(connects), lost=lost, joins=port.station.joins, error=str(c.last_error),
-           opened=[[h, p, s is not None, n] for h, p, s, n in jsstream.log], tls=tls, imported=imported,
+           opened=[[h, p, s is not None, n] for h, p, s, n in jsstream.log], imported=imported,
            connected=connected)
 
 asyncio.run(main())
@@ -367,8 +233,6 @@ def test_asyncio_path_against_a_real_broker_with_a_wlan_drop(trees, board, broke
     assert r["joins"] >= 2, "the reconnect went through network_up(), which joined the WLAN again"
     assert "connection" in r["error"] or "WLAN" in r["error"]
     assert r["opened"][0] == ["127.0.0.1", broker.port, False, None]
-    assert r["opened"][-1] == ["10.0.0.2", 8883, True, "mqtt.example"], "resolved, with a TLS context and the name"
-    assert "TCP connect to broker.example:8883 failed" in r["tls"]
     budget = boards_mod.get(board).heap_budget
     assert r["connected"] < budget, "the connected client stack fits the board's heap budget"
     report.record("heap %s: client stack imported (B)" % board, r["imported"])

@@ -43,8 +43,12 @@ class Sub:
         while not self._stop:
             self.c.loop(0.05)
 
-    def stop(self, settle=0.5):
-        time.sleep(settle)
+    def stop(self, until=None, timeout=15.0):
+        """Stops once until() holds (what the test waits for has arrived), or fails after timeout."""
+        deadline = time.monotonic() + timeout
+        while until is not None and not until():
+            assert time.monotonic() < deadline, "the subscriber did not see what the test waits for"
+            time.sleep(0.05)
         self._stop = True
         self.t.join()
         self.c.disconnect()
@@ -66,14 +70,15 @@ class Sub:
         return st
 
 
-def retained(broker, prefix):
+def retained(broker, prefix, devices):
+    """The retained status of each device, read by a fresh subscriber until all `devices` have answered."""
     got = {}
     c = Client(broker.host, broker.port, client_id="ret-" + uuid.uuid4().hex[:8], version=5)
     c.on_message = lambda p: got.__setitem__(p.topic, json.loads(bytes(p.payload)))
     c.connect()
     c.subscribe(prefix + "/+/status", 1)
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end:
+    end = time.monotonic() + 10.0
+    while len(got) < devices and time.monotonic() < end:
         c.loop(0.05)
     c.disconnect()
     return {m["device"]: m["status"] for m in got.values()}
@@ -95,8 +100,8 @@ def test_manifest_matches_what_the_broker_delivered(mosq, tmp_path):
     cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=20, rate=10, duration=2.0, qos_per="device",
                       prefix=pre, manifest=str(tmp_path / "m.jsonl"), seed=3)
     fleet, sm = run(cfg)
-    sub.stop()
     man = read_manifest(cfg.manifest)
+    sub.stop(until=lambda: set(sub.telemetry()) >= {(m["device"], m["seq"]) for m in man})
     assert len(man) == sm.total_sent() == sum(len(d.records) for d in fleet.devices)
     assert 250 <= len(man) <= 420  # 20 devices x 10/s x 2 s, give or take a phase (and a busy machine)
     by_dev = collections.defaultdict(list)
@@ -124,7 +129,7 @@ def test_manifest_matches_what_the_broker_delivered(mosq, tmp_path):
     assert sm.aliases == 20  # mosquitto granted topic aliases to every device ...
     assert all(d.client.session.aliases.alias.get(d.telemetry.encode()) for d in fleet.devices)  # ... and they used one
     assert set(sub.last_status().values()) == {("online", "connect")}
-    assert set(retained(mosq, pre).values()) == {"online"}
+    assert set(retained(mosq, pre, 20).values()) == {"online"}
     record("fleet: 20 devices x 10 msg/s", "%.0f msgs/s" % sm.msgs_per_s)
 
 
@@ -135,8 +140,9 @@ def test_cuts_deaths_and_reboots(mosq, tmp_path):
                       prefix=pre, cuts=2, cut_via="mixed", cut_fraction=0.25, deaths=4, will_delay=1,
                       manifest=str(tmp_path / "m.jsonl"), seed=5)
     fleet, sm = run(cfg)
-    time.sleep(1.5)  # the dead devices' wills fire after their 1 s delay
-    sub.stop()
+    dead = {d.id for d in fleet.devices if d.dead}
+    # the dead devices' wills fire after their 1 s delay: wait for them, not for a guess at how long
+    sub.stop(until=lambda: all(sub.last_status().get(d, ("",))[0] == "offline" for d in dead))
     print(format_summary(sm))
     assert sm.cut_events == 2 and sm.cuts >= 15  # 25% of 40 connections, twice (proxy once, transport once)
     assert sm.deaths == 4 and sm.alive_at_end == 36
@@ -148,14 +154,13 @@ def test_cuts_deaths_and_reboots(mosq, tmp_path):
     missing = [m for m in owed if (m["device"], m["seq"]) not in got]
     assert missing == []  # QoS 1/2 the broker acknowledged all arrive, cuts and deaths notwithstanding
     assert all(got[(m["device"], m["seq"])] == 1 for m in owed if m["qos"] == 2)  # and QoS 2 once
-    dead = {d.id for d in fleet.devices if d.dead}
     assert len(dead) == 4
     states = collections.Counter(m["state"] for m in man if m["device"] in dead)
     assert set(states) <= {"acked", "dropped", "sent"}  # what a dead device never got acked is "dropped"
     st = sub.last_status()
     assert {d: st[d] for d in dead} == {d: ("offline", "will") for d in dead}
     assert all(st[d.id] == ("online", "connect") for d in fleet.devices if not d.dead)
-    ret = retained(mosq, pre)
+    ret = retained(mosq, pre, 40)
     assert sorted(d for d, s in ret.items() if s == "offline") == sorted(dead)
     assert len(ret) == 40
 
@@ -166,7 +171,12 @@ def test_reboot_comes_back_with_a_fresh_session(mosq, tmp_path):
     cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=6, rate=10, duration=4.0, prefix=pre, deaths=2,
                       reboot_after=1.5, will_delay=0, manifest=str(tmp_path / "m.jsonl"), seed=11)
     fleet, sm = run(cfg)
-    sub.stop()
+
+    def rebooted_online():
+        st = [(json.loads(p)["device"], json.loads(p)["status"]) for t, p, _, _ in list(sub.msgs)
+              if t.endswith("/status")]
+        return all([s for dev, s in st if dev == d.id][-1:] == ["online"] for d in fleet.devices if d.boots == 2)
+    sub.stop(until=rebooted_online)
     assert sm.deaths == 2 and sm.reboots == 2 and sm.alive_at_end == 6
     for d in fleet.devices:
         seqs = [r[0] for r in d.records]
@@ -176,7 +186,7 @@ def test_reboot_comes_back_with_a_fresh_session(mosq, tmp_path):
     statuses = [(json.loads(p)["device"], json.loads(p)["status"]) for t, p, _, _ in sub.msgs if t.endswith("/status")]
     for d in rebooted:  # online, offline (the will: delay 0), online again
         assert [s for dev, s in statuses if dev == d.id][-3:] == ["online", "offline", "online"]
-    assert set(retained(mosq, pre).values()) == {"online"}
+    assert set(retained(mosq, pre, 6).values()) == {"online"}
 
 
 def test_proxy_cut_loses_buffered_bytes_and_the_session_resends(mosq):

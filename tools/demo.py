@@ -5,6 +5,9 @@
 #      the Spark job is killed (SIGKILL, whole process group) mid-stream and restarted from its checkpoint
 #   -> the audit (loss and duplicates per QoS against the fleet's manifest, latency, device status, sensor
 #      windows) -> a table here and a PNG plot (latency per QoS, messages per second).
+# --cluster N runs the same job on a Spark standalone cluster started here (tools/spark/cluster.py: a master
+# and N workers, each its own JVM), kills and restarts its driver the same way, and stops the cluster;
+# audit.json then says where the tasks ran ("spark": master, executors, executors_by_worker).
 import argparse
 import json
 import math
@@ -102,8 +105,8 @@ class Broker:
 class Pipeline:
     """tools.spark.pipeline in its own process group, so that a kill takes the JVM and its Python workers."""
 
-    def __init__(self, d, broker, prefix, n):
-        self.d, self.broker, self.prefix, self.n = d, broker, prefix, n
+    def __init__(self, d, broker, prefix, n, master=None):
+        self.d, self.broker, self.prefix, self.n, self.master = d, broker, prefix, n, master
         self.log = os.path.join(d, "pipeline-%d.log" % n)
         self.proc = None
         self.started = self.ready_at = None
@@ -113,6 +116,8 @@ class Pipeline:
                "--out", os.path.join(self.d, "out"), "--checkpoint", os.path.join(self.d, "checkpoint"),
                "--progress", os.path.join(self.d, "progress.jsonl"), "--drain-file", os.path.join(self.d, "drain"),
                "--manifest", os.path.join(self.d, "manifest.jsonl"), "--audit-json", os.path.join(self.d, "audit.json")]
+        if self.master:
+            cmd += ["--master", self.master]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(tools.spark.PATHS + [p for p in env.get("PYTHONPATH", "").split(
             os.pathsep) if p])
@@ -258,6 +263,8 @@ def main(argv=None):
                                                                "(0: no kill)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "demo"))
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--cluster", type=int, default=0, metavar="N", help="run the job on a local standalone "
+                                                                       "cluster of N workers (1 core, 1 GB each)")
     a = ap.parse_args(argv)
     try:
         import pyspark  # noqa: F401
@@ -276,9 +283,17 @@ def main(argv=None):
     print("demo: workdir %s" % d)
     broker = Broker(tempfile.mkdtemp(prefix="demo-mosquitto-")).start()
     print("demo: mosquitto on %s (config %s)" % (broker.address, broker.conf))
-    pipes, killed_at = [], None
+    pipes, killed_at, cluster, spark_info = [], None, None, None
     try:
-        p1 = Pipeline(d, broker.address, prefix, 1).start()
+        if a.cluster:
+            from tools.spark.cluster import Cluster
+            os.makedirs(os.path.join(d, "cluster"))
+            t = time.time()
+            cluster = Cluster(a.cluster, os.path.join(d, "cluster"), python=sys.executable).start()
+            print("demo: Spark standalone cluster %s with %d workers up in %.1f s" % (cluster.url, a.cluster,
+                                                                                      time.time() - t))
+        master = cluster.url if cluster else None
+        p1 = Pipeline(d, broker.address, prefix, 1, master).start()
         pipes.append(p1)
         p1.wait_for("READY", 240)
         print("demo: Spark job up and subscribed in %.1f s (pid %d)" % (p1.ready_at - p1.started, p1.proc.pid))
@@ -299,7 +314,7 @@ def main(argv=None):
             sys.stderr.write("\n")
             print("demo: killed the Spark job (SIGKILL to its process group) at %.0f%% of the run; restarting "
                   "it from its checkpoint" % (100 * a.kill_at), flush=True)
-            p2 = Pipeline(d, broker.address, prefix, 2).start()
+            p2 = Pipeline(d, broker.address, prefix, 2, master).start()
             pipes.append(p2)
         th.join()
         if "summary" not in result:
@@ -313,14 +328,22 @@ def main(argv=None):
         open(os.path.join(d, "drain"), "w").close()
         last.wait_for("AUDITED", 600)
         last.proc.wait(60)
+        with open(os.path.join(d, "audit.json")) as f:
+            audit = json.load(f)
+        if cluster:  # which worker ran which executor, from the workers themselves
+            spark_info = audit["spark"]
+            spark_info["workers"] = len(cluster.alive_workers())
+            spark_info["executors_by_worker"] = cluster.executors_by_worker(spark_info["app_id"])
+            with open(os.path.join(d, "audit.json"), "w") as f:
+                json.dump(audit, f, indent=1, default=str)
     finally:
         for p in pipes:
             if p.proc and p.proc.poll() is None:
                 p.kill()
+        if cluster:
+            cluster.stop()
         broker.stop()
 
-    with open(os.path.join(d, "audit.json")) as f:
-        audit = json.load(f)
     ingest = ingest_figures(os.path.join(d, "progress.jsonl"))
     png = os.path.join(d, "report.png")
     plot(audit, killed_at, pipes[-1].ready_at if killed_at else None, png)
@@ -359,12 +382,17 @@ def main(argv=None):
             len(w), w[0]["seconds"], sum(x["avg"] * x["messages"] for x in w) / sum(x["messages"] for x in w),
             min(x["min"] for x in w), max(x["max"] for x in w), min(x["messages"] for x in w),
             max(x["messages"] for x in w)))
+    if spark_info:
+        print("  Spark cluster       %s: %d workers, %d executors ran tasks (%s); by worker: %s"
+              % (spark_info["master"], spark_info["workers"], spark_info["executors"],
+                 ", ".join("exec %s: %d tasks" % kv for kv in sorted(spark_info["executor_tasks"].items())),
+                 spark_info["executors_by_worker"]))
     print("  wall time           %.1f s" % (time.time() - wall0))
     print("  plot                %s" % png)
     print("  files               %s (audit.json, manifest.jsonl, out/, checkpoint/, pipeline-*.log)" % d)
     report = {"fleet": sm.as_dict(), "ingest": ingest, "totals": t, "status": st, "status_direct_online":
               direct_online, "killed_at": killed_at, "wall_seconds": time.time() - wall0,
-              "restart_seconds": (pipes[-1].ready_at - killed_at) if killed_at else None}
+              "restart_seconds": (pipes[-1].ready_at - killed_at) if killed_at else None, "spark": spark_info}
     with open(os.path.join(d, "report.json"), "w") as f:
         json.dump(report, f, indent=1)
     bad = [q for q in audit["per_qos"] if q["qos"] > 0 and q["lost"]] + \

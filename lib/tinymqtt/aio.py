@@ -91,7 +91,7 @@ class AsyncClient:
                 if self.session.outlen:
                     self.stream.write(self.session.out, self.session.outlen)
                 self.session.outlen = 0
-            except OSError:
+            except (OSError, MQTTError):  # a board stream raises ConnectionLost for a dead socket
                 pass
             self.stream.close()
             self.stream = None
@@ -232,15 +232,17 @@ class AsyncClient:
                 except LINK_ERRORS as e:
                     self._lost(e)
                 continue
+            st = self.stream
             try:
-                n = await self.stream.readinto(s.inbuf, s.inlen)
+                n = await st.readinto(s.inbuf, s.inlen)
                 while s.received(n, p.ticks_ms()):
                     await self._flush()
                     n = 0
                 if s.outlen:  # acks to send; a read that brought none costs no coroutine (readinto yields)
                     await self._flush()
             except LINK_ERRORS as e:
-                self._lost(e)
+                if self.stream is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
+                    self._lost(e)
 
     async def _ticker(self):
         s, p = self.session, self.p

@@ -4,6 +4,7 @@
 # blocking client, asyncio streams for the asyncio client, the clock, and the mapping of the socket errors
 # boards raise to the clients' terms: a read that times out is 0 bytes, a dead link is ConnectionLost.
 # It never imports the client and never runs on CPython (ports/linux is that port).
+import select
 import socket
 import time
 
@@ -134,14 +135,45 @@ def resolve(host, port):
     return ai[0]
 
 
+def _not_verified(e):
+    # mbedtls' verify text ("The certificate is not correctly signed by the trusted CA") when it gave one
+    why = " ".join(str(e).split()) if isinstance(e, ValueError) else ""
+    return NetworkError(_TLS_VERIFY_FAILED, "TLS: the server's certificate did not verify against the CA" +
+                        (" (%s)" % why if why else ""))
+
+
 def lost(e):
     """The ConnectionLost (or, for a certificate the CA rejects, the OSError) a socket error means."""
     code = _code(e)
     if code == _TLS_VERIFY_FAILED:
-        return NetworkError(code, "TLS: the server's certificate did not verify against the CA")
+        return _not_verified(e)
     if isinstance(code, int) and code < -1000:
         return ConnectionLost(0x80, "TLS error -0x%04X" % -code)
     return ConnectionLost(0x80, "connection lost (%s)" % errname(e))
+
+
+def _pem_to_der(data):
+    """The DER certificates of a PEM text, or None when data is not PEM. MicroPython's mbedTLS may be built
+    without PEM parsing (the unix port here says "invalid cert"); DER always loads, each call adding one CA."""
+    if not data.lstrip().startswith(b"-----BEGIN"):
+        return None
+    from binascii import a2b_base64
+    out, b64 = [], None
+    for line in data.split(b"\n"):
+        line = line.strip()
+        if line.startswith(b"-----BEGIN"):
+            b64 = []
+        elif line.startswith(b"-----END"):
+            out.append(a2b_base64(b"".join(b64)))
+            b64 = None
+        elif b64 is not None:
+            b64.append(line)
+    return out
+
+
+def _load_cas(ctx, data):
+    for der in _pem_to_der(data) or (data,):
+        ctx.load_verify_locations(cadata=der)
 
 
 def tls_context(tls):
@@ -163,7 +195,7 @@ def tls_context(tls):
             with _read_file(opts["cafile"], "rb") as f:
                 cadata = f.read()
         ctx.verify_mode = ssl.CERT_REQUIRED
-        ctx.load_verify_locations(cadata=cadata)
+        _load_cas(ctx, cadata)
     if opts.get("certfile"):
         ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
     return ctx
@@ -180,20 +212,49 @@ def _server_name(tls, host):
 
 
 class Transport:
-    """One blocking connection for client.Client: write() sends n bytes, readinto() waits up to timeout_ms."""
+    """One blocking-client connection on a non-blocking socket: readinto() returns what has arrived, waiting
+    up to timeout_ms in poll; write() continues partial sends until every byte is out, or raises ConnectionLost
+    once the server has taken nothing for send_timeout_ms. Relies on what MicroPython's socket streams share
+    (unix modsocket, ESP32 modsocket.c, lwIP modlwip.c, and the TLS stream over them): on a non-blocking socket
+    readinto()/write() return what they moved or None, never raising for EAGAIN, and poll works on them.
+    A timed read is no use: it fills the whole buffer or raises ETIMEDOUT, losing what it read.
+    Nothing here allocates per call (cached views, ipoll, the stream write with an offset)."""
 
-    def __init__(self, raw, sock):
-        self.raw, self.s = raw, sock  # the TCP socket (timeouts are set there) and what we read (TLS or TCP)
-        self._timeout = None
+    def __init__(self, raw, sock, send_timeout_ms=10000):
+        self.raw, self.s = raw, sock  # the TCP socket and what we read and write (TLS or TCP)
+        self.send_timeout_ms = send_timeout_ms
+        sock.setblocking(False)
+        self._rpoll, self._wpoll = select.poll(), select.poll()
+        self._rpoll.register(sock, select.POLLIN)
+        self._wpoll.register(sock, select.POLLOUT)
+        self._rwait, self._wwait = self._rpoll.ipoll, self._wpoll.ipoll
+        self._rwait(0)  # ipoll makes its result tuple on its first call: now, not in the steady state
+        self._wwait(0)
         self._buf = self._mv = None
 
-    def _settimeout(self, ms):
-        if ms != self._timeout:
-            self.raw.settimeout(ms / 1000 if ms > 0 else 0)
-            self._timeout = ms
+    def _recv(self, buf, off):
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        try:
+            return self.s.readinto(self._mv[off:] if off else self._mv)  # None: nothing (or half a TLS record)
+        except OSError as e:
+            if _code(e) in BUSY:
+                return None
+            raise lost(e)
+
+    def readinto(self, buf, off, timeout_ms):
+        n = self._recv(buf, off)  # first without waiting: TLS may hold decrypted bytes already
+        if n is None and timeout_ms > 0:
+            self._rwait(timeout_ms)
+            n = self._recv(buf, off)
+        if n is None:
+            return 0
+        if not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
 
     def write(self, buf, n):
-        off, start = 0, ticks_ms()
+        off, stalled = 0, None
         while off < n:
             try:
                 k = self.s.write(buf, off, n - off)  # the stream write with an offset allocates nothing
@@ -203,26 +264,15 @@ class Transport:
                 k = None
             if k:
                 off += k
-            elif ticks_diff(ticks_ms(), start) > 10000:
-                raise ConnectionLost(0x80, "write stalled for 10 s")
-            else:
-                self._settimeout(100)
-
-    def readinto(self, buf, off, timeout_ms):
-        if buf is not self._buf:
-            self._buf, self._mv = buf, memoryview(buf)
-        self._settimeout(timeout_ms)
-        try:
-            n = self.s.readinto(self._mv[off:])
-        except OSError as e:
-            if _code(e) in BUSY:
-                return 0
-            raise lost(e)
-        if n is None:  # non-blocking and nothing there (or half a TLS record)
-            return 0
-        if not n:
-            raise ConnectionLost(0x80, "the server closed the connection")
-        return n
+                stalled = None
+                continue
+            now = ticks_ms()
+            if stalled is None:
+                stalled = now
+            left = self.send_timeout_ms - ticks_diff(now, stalled)
+            if left <= 0:
+                raise ConnectionLost(0x80, "the server took no data for %d ms" % self.send_timeout_ms)
+            self._wwait(left)
 
     def close(self):
         for s in (self.s, self.raw):
@@ -239,7 +289,8 @@ def _connect_failed(e, host, port):
 
 
 def open(host, port, tls=None, timeout_ms=10000):
-    """A TCP connection (Nagle off where the board has TCP_NODELAY), in TLS when tls is given."""
+    """A TCP connection (Nagle off where the board has TCP_NODELAY), in TLS when tls is given. timeout_ms
+    bounds the connect, the TLS handshake and, later, each stalled write."""
     ai = resolve(host, port)
     raw = socket.socket(ai[0], ai[1], ai[2])
     sock = raw
@@ -259,13 +310,15 @@ def open(host, port, tls=None, timeout_ms=10000):
             ctx = tls_context(tls)
             try:
                 sock = ctx.wrap_socket(raw, server_hostname=_server_name(tls, host))
+            except ValueError as e:  # how MicroPython's ssl says the certificate did not verify
+                raise _not_verified(e)
             except OSError as e:
                 raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else NetworkError(
                     _code(e), "TLS handshake with %s:%d failed (%s)" % (host, port, errname(e)))
     except BaseException:
         raw.close()
         raise
-    return Transport(raw, sock)
+    return Transport(raw, sock, timeout_ms)
 
 
 class Stream:
@@ -274,17 +327,21 @@ class Stream:
     def __init__(self, reader, writer):
         self.r, self.w = reader, writer
         self._buf = self._mv = None
+        # MicroPython's asyncio Stream keeps the socket in .s and what it could not send yet in .out_buf.
+        self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
 
     async def readinto(self, buf, off):
         if buf is not self._buf:
             self._buf, self._mv = buf, memoryview(buf)
         while True:
             try:
-                n = await self.r.readinto(self._mv[off:])
+                n = await self.r.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
             except OSError as e:
                 if _code(e) in BUSY:
                     continue
                 raise lost(e)
+            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+                raise _not_verified(e)
             if n is None:  # woken, but no whole TLS record yet
                 continue
             if not n:
@@ -293,15 +350,19 @@ class Stream:
 
     def write(self, buf, n):
         try:
-            self.w.write(memoryview(buf)[:n])  # sent at once or copied into the stream's own buffer
-        except OSError as e:
-            raise lost(e)
+            k = 0
+            if self._raw is not None and not self.w.out_buf:  # Stream.write's own first step, without a view
+                k = self._raw.write(buf, 0, n) or 0
+            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
+                self.w.write(memoryview(buf)[k:n])
+        except (OSError, ValueError) as e:
+            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 
     async def drain(self):
         try:
             await self.w.drain()
-        except OSError as e:
-            raise lost(e)
+        except (OSError, ValueError) as e:
+            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 
     def close(self):
         try:
@@ -324,6 +385,8 @@ async def open_stream(host, port, tls=None):
                                                  server_hostname=_server_name(tls, host))
         else:
             r, w = await asyncio.open_connection(ip, port)
+    except ValueError as e:
+        raise _not_verified(e)
     except OSError as e:
-        raise _connect_failed(e, host, port)
+        raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else _connect_failed(e, host, port)
     return Stream(r, w)

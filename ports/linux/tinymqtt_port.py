@@ -1,6 +1,7 @@
 # Linux port (CPython, and MicroPython's unix port): network bring-up, a TCP/TLS transport and the clock.
 # A port is all a client needs from a board: network_up(), open(host, port, tls) and ticks_ms().
 # TLS verifies the server's certificate and host name unless the caller hands in its own SSLContext.
+import select
 import socket
 import time
 
@@ -8,9 +9,19 @@ from tinymqtt.errors import ConnectionLost
 
 try:
     ticks_ms = time.ticks_ms  # MicroPython: wraps at 2**30, which the session expects
+    ticks_diff = time.ticks_diff
+    _BUSY = ()  # its stream methods return None where CPython raises
 except AttributeError:
+    import ssl as _ssl
+    from tinymqtt.session import ticks_diff
+
     def ticks_ms():
         return (time.monotonic_ns() // 1000000) & 0x3FFFFFFF
+
+    _BUSY = (BlockingIOError, _ssl.SSLWantReadError, _ssl.SSLWantWriteError)  # nothing to give or take now
+
+SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"  # Debian's bundle: MicroPython's ssl has no CA store
+_read_file = open  # the builtin, before this module's own open() hides it
 
 
 def network_up(timeout_ms=0):
@@ -23,42 +34,148 @@ def _wants_tls(tls):
     return tls is not None and tls is not False
 
 
+def _server_name(tls, host):
+    return tls.get("server_hostname", host) if isinstance(tls, dict) else host
+
+
+def _pem_to_der(data):
+    """The DER certificates of a PEM text, or None when data is not PEM. MicroPython's mbedTLS may be built
+    without PEM parsing (the unix port here says "invalid cert"); DER always loads, each call adding one CA."""
+    if not data.lstrip().startswith(b"-----BEGIN"):
+        return None
+    from binascii import a2b_base64
+    out, b64 = [], None
+    for line in data.split(b"\n"):
+        line = line.strip()
+        if line.startswith(b"-----BEGIN"):
+            b64 = []
+        elif line.startswith(b"-----END"):
+            out.append(a2b_base64(b"".join(b64)))
+            b64 = None
+        elif b64 is not None:
+            b64.append(line)
+    return out
+
+
+def _load_cas(ctx, data):
+    for der in _pem_to_der(data) or (data,):
+        ctx.load_verify_locations(cadata=der)
+
+
 def _tls_context(tls):
     import ssl
     if hasattr(tls, "wrap_socket"):
         return tls  # the caller's own SSLContext
     opts = tls if isinstance(tls, dict) else {}
-    ctx = ssl.create_default_context(cafile=opts.get("cafile"))  # CERT_REQUIRED + host name check
+    if hasattr(ssl, "create_default_context"):  # CPython: CERT_REQUIRED + host name check, the system CAs
+        ctx = ssl.create_default_context(cafile=opts.get("cafile"))
+    else:  # MicroPython: a client context starts at CERT_NONE and knows no CA, so both are set here
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.verify_mode = ssl.CERT_REQUIRED  # with server_hostname set, mbedtls checks the name too
+        with _read_file(opts.get("cafile") or SYSTEM_CA, "rb") as f:
+            _load_cas(ctx, f.read())
     if opts.get("certfile"):
         ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
     return ctx
 
 
+def _tls_failed(e, host):
+    """What a failed connect or handshake raises. MicroPython's ssl raises ValueError("...not correctly signed
+    by the trusted CA...") or OSError(-0x2700) for a certificate that does not verify: an OSError that says so,
+    so the clients treat it as a failed link (CPython's SSLCertVerificationError already is one)."""
+    if (isinstance(e, ValueError) and not isinstance(e, OSError)) or (e.args and e.args[0] == -0x2700):
+        why = " ".join(str(e).split()) if isinstance(e, ValueError) else "wrong CA or wrong host name"
+        return OSError(-0x2700, "TLS: certificate verify failed for %s (%s)" % (host, why))
+    return e
+
+
+def _link_failed(e, host):
+    t = _tls_failed(e, host)
+    return _lost(e) if t is e and isinstance(e, OSError) else t
+
+
+def _busy(e):
+    # EAGAIN (11) / ETIMEDOUT (110): the socket is only busy; CPython raises its own classes for that.
+    return isinstance(e, _BUSY) or (e.args and e.args[0] in (11, 110))
+
+
+def _lost(e):
+    return ConnectionLost(0x80, "connection lost (%s)" % (e.args[0] if e.args else e))
+
+
 class Transport:
-    """One connection. write() sends a whole buffer prefix in one call; readinto() waits up to timeout_ms."""
+    """One connection on a non-blocking socket. readinto() returns what has arrived (waiting up to timeout_ms
+    in poll, never in the read: MicroPython's timed readinto() fills the whole buffer or raises, losing what it
+    read); write() continues partial sends until every byte is out, or raises ConnectionLost once the server
+    has taken nothing for send_timeout_ms. On MicroPython neither allocates (cached views, ipoll)."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, send_timeout_ms=10000):
         self.sock = sock
-        self._timeout = -1
+        self.send_timeout_ms = send_timeout_ms
+        sock.setblocking(False)
+        self._cpython = hasattr(sock, "recv_into")
+        self._rpoll, self._wpoll = select.poll(), select.poll()
+        self._rpoll.register(sock, select.POLLIN)
+        self._wpoll.register(sock, select.POLLOUT)
+        # ipoll (MicroPython) waits like poll but returns the poller itself rather than a new list.
+        self._rwait = getattr(self._rpoll, "ipoll", self._rpoll.poll)
+        self._wwait = getattr(self._wpoll, "ipoll", self._wpoll.poll)
+        self._rwait(0)  # ipoll makes its result tuple on its first call: now, not in the steady state
+        self._wwait(0)
+        self._buf = self._mv = None
 
-    def write(self, buf, n):
-        self.sock.sendall(memoryview(buf)[:n])
+    def _recv(self, buf, off):
+        """What has arrived (0 at end of stream), or None when nothing has."""
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        mv = self._mv[off:] if off else self._mv  # the session reads at 0 unless half a packet is held
+        try:
+            if self._cpython:
+                return self.sock.recv_into(mv)
+            return self.sock.readinto(mv)  # non-blocking: what arrived, None when nothing did
+        except OSError as e:
+            if _busy(e):
+                return None
+            raise _lost(e)
 
     def readinto(self, buf, off, timeout_ms):
-        """Returns the number of bytes read into buf[off:], 0 when none came in time; raises ConnectionLost
+        """The number of bytes read into buf[off:], 0 when none came within timeout_ms; raises ConnectionLost
         when the server closed the connection."""
-        if timeout_ms != self._timeout:
-            self.sock.settimeout(max(timeout_ms, 0) / 1000)
-            self._timeout = timeout_ms
-        try:
-            n = self.sock.recv_into(memoryview(buf)[off:])
-        except OSError as e:
-            if isinstance(e, getattr(socket, "timeout", ())) or (e.args and e.args[0] in (11, 110)):
-                return 0  # timed out (EAGAIN / ETIMEDOUT on MicroPython)
-            raise
+        n = self._recv(buf, off)  # first without waiting: TLS may hold decrypted bytes poll cannot see
+        if n is None and timeout_ms > 0:
+            self._rwait(timeout_ms)
+            n = self._recv(buf, off)
+        if n is None:
+            return 0
         if not n:
             raise ConnectionLost(0x80, "the server closed the connection")
         return n
+
+    def _send(self, buf, off, n):
+        try:
+            if self._cpython:
+                return self.sock.send(memoryview(buf)[off:n])
+            return self.sock.write(buf, off, n - off) or 0  # the stream write with an offset: 0 B, None if full
+        except OSError as e:
+            if _busy(e):
+                return 0
+            raise _lost(e)
+
+    def write(self, buf, n):
+        off, stalled = 0, None
+        while off < n:
+            k = self._send(buf, off, n)
+            if k:
+                off += k
+                stalled = None
+                continue
+            now = ticks_ms()
+            if stalled is None:
+                stalled = now
+            left = self.send_timeout_ms - ticks_diff(now, stalled)
+            if left <= 0:
+                raise ConnectionLost(0x80, "the server took no data for %d ms" % self.send_timeout_ms)
+            self._wwait(left)
 
     def close(self):
         try:
@@ -69,31 +186,42 @@ class Transport:
 
 def open(host, port, tls=None, timeout_ms=10000):
     """A TCP connection (Nagle off: each packet leaves at once), wrapped in TLS when tls is given
-    (True, a dict with cafile/certfile/keyfile/server_hostname, or an SSLContext)."""
+    (True, a dict with cafile/certfile/keyfile/server_hostname, or an SSLContext). timeout_ms bounds the
+    connect, the TLS handshake and, later, each stalled write."""
     ai = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
     sock = socket.socket(ai[0], socket.SOCK_STREAM)
-    sock.settimeout(timeout_ms / 1000)
     try:
+        sock.settimeout(timeout_ms / 1000)  # blocking with a timeout until the handshake is done
         sock.connect(ai[-1])
-        sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_NODELAY", 1), 1)
+        # MicroPython's unix socket module names neither constant: Linux's values are 6 and 1.
+        sock.setsockopt(getattr(socket, "IPPROTO_TCP", 6), getattr(socket, "TCP_NODELAY", 1), 1)
         if _wants_tls(tls):
-            name = tls.get("server_hostname", host) if isinstance(tls, dict) else host
-            sock = _tls_context(tls).wrap_socket(sock, server_hostname=name)
-    except BaseException:
+            sock = _tls_context(tls).wrap_socket(sock, server_hostname=_server_name(tls, host))
+    except BaseException as e:
         sock.close()
-        raise
-    return Transport(sock)
+        raise _tls_failed(e, host)
+    return Transport(sock, timeout_ms)
 
 
 class AsyncTransport:
     """One asyncio connection: readinto() waits on the stream (no polling), write() queues, drain() sends."""
 
-    def __init__(self, reader, writer):
-        self.r, self.w = reader, writer
+    def __init__(self, reader, writer, host=""):
+        self.r, self.w, self.host = reader, writer, host
+        self._buf = self._mv = None
+        # MicroPython's asyncio Stream keeps the socket in .s and what it could not send in .out_buf.
+        self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
 
     async def readinto(self, buf, off):
         if hasattr(self.r, "readinto"):  # MicroPython's asyncio stream reads in place
-            n = await self.r.readinto(memoryview(buf)[off:])
+            if buf is not self._buf:
+                self._buf, self._mv = buf, memoryview(buf)
+            try:
+                n = await self.r.readinto(self._mv[off:] if off else self._mv)
+            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+                raise _tls_failed(e, self.host)
+            if n is None:  # woken, but no whole TLS record yet
+                return 0
         else:
             data = await self.r.read(len(buf) - off)
             n = len(data)
@@ -103,14 +231,30 @@ class AsyncTransport:
         return n
 
     def write(self, buf, n):
-        self.w.write(bytes(memoryview(buf)[:n]))
+        raw = self._raw
+        if raw is None:  # CPython: the stream copies what it is given
+            self.w.write(bytes(memoryview(buf)[:n]))
+            return
+        try:
+            k = 0
+            if not self.w.out_buf:  # Stream.write's own first step, without the view it would need
+                k = raw.write(buf, 0, n) or 0
+            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
+                self.w.write(memoryview(buf)[k:n])
+        except (OSError, ValueError) as e:
+            raise _link_failed(e, self.host)
 
     async def drain(self):
-        await self.w.drain()
+        try:
+            await self.w.drain()
+        except (OSError, ValueError) as e:
+            raise _link_failed(e, self.host)
 
     def close(self):
         try:
-            self.w.close()
+            self.w.close()  # a no-op in MicroPython's asyncio (wait_closed() closes): close the socket too
+            if self._raw is not None:
+                self._raw.close()
         except (OSError, RuntimeError):
             pass
 
@@ -121,6 +265,8 @@ async def open_stream(host, port, tls=None):
     if ctx is None:
         r, w = await asyncio.open_connection(host, port)
     else:
-        name = tls.get("server_hostname", host) if isinstance(tls, dict) else host
-        r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=name)
-    return AsyncTransport(r, w)
+        try:
+            r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=_server_name(tls, host))
+        except BaseException as e:
+            raise _tls_failed(e, host)
+    return AsyncTransport(r, w, host)

@@ -29,7 +29,7 @@ def deploy(board, app, target, *args, env=None):
 
 
 def add_fakes(root, *names, board=None):
-    """Copies fake modules (socket, ssl, machine, jsstream; board: that board's network) into root/lib."""
+    """Copies fake modules (socket, machine, jsstream; board: that board's network) into root/lib."""
     lib = os.path.join(str(root), "lib")
     if board:
         shutil.copy(os.path.join(HERE, board, "network.py"), os.path.join(lib, "network.py"))

@@ -12,17 +12,19 @@ import subprocess
 import sys
 import time
 
-from tools.bench import codec, footprint, mp, report, throughput
+from tools.bench import codec, footprint, mp, report, spark_ceiling, throughput
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
-SECTIONS = ("throughput", "latency", "memory", "heap", "sizes", "wire", "codec", "footprint")
+SECTIONS = ("throughput", "latency", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint")
 
 
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny run that proves the bench works (seconds)")
-    ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated: " + ", ".join(SECTIONS))
+    ap.add_argument("--only", default=None, help="comma-separated: " + ", ".join(SECTIONS) + " (--quick leaves "
+                                                 "spark out unless named here)")
+    ap.add_argument("--spark-n", type=int, help="messages preloaded for the Spark ceiling (default 50000)")
     ap.add_argument("--n", type=int, help="messages per throughput run (default 100000; quick: 300)")
     ap.add_argument("--rounds", type=int, help="throughput rounds, median taken (default 5; quick: 1)")
     ap.add_argument("--window", type=int, default=1000, help="QoS 1/2 messages in flight (tinymqtt, ceiling)")
@@ -39,7 +41,9 @@ def parse(argv):
                     help="run the bench, its broker, counter and clients at this niceness (e.g. -10 as root, so "
                          "other work on a shared machine yields to them)")
     a = ap.parse_args(argv)
-    a.only = [s.strip() for s in a.only.split(",") if s.strip()]
+    a.only = [s.strip() for s in a.only.split(",") if s.strip()] if a.only else \
+        [s for s in SECTIONS if not (a.quick and s == "spark")]
+    a.spark_n = a.spark_n or (2000 if a.quick else 50000)
     bad = [s for s in a.only if s not in SECTIONS]
     if bad:
         ap.error("unknown section(s) %s; pick from %s" % (", ".join(bad), ", ".join(SECTIONS)))
@@ -170,6 +174,9 @@ def main(argv=None):
         res["codec"] = {"cpython": codec.speed(0.05 if a.quick else 0.3)}
         if mp_ok:
             res["codec"]["micropython"] = mp.run(["codec"], 20 if a.quick else 200)
+    if "spark" in a.only:
+        log("bench: the Spark source's ceiling, %d messages preloaded" % a.spark_n)
+        res["spark"] = spark_ceiling.run_in_process(sys.executable, a.spark_n, log)
     if "footprint" in a.only:
         log("bench: what each profile costs a board (real MicroPython)")
         res["footprint"] = footprint.measure(a.quick, log)

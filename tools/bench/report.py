@@ -4,6 +4,7 @@
 from tools.bench.throughput import CEILING, LABELS
 
 TARGET_RATIO = 0.8  # of the ceiling, at every QoS
+TARGET_SPARK_RATIO = 0.5  # the Spark source, of a plain subscriber writing Parquet
 TARGET_FULL_MPY = 12 * 1024
 TARGET_V311_MPY = 6 * 1024
 PEER_MPY = (("umqtt.simple", 2.5), ("mqtt_as", 12.9), ("Adafruit MiniMQTT", 13.9))  # KB, reference sizes
@@ -164,7 +165,27 @@ def targets(res):
         rx = max(v for key, v in mp.items() if key.startswith("alloc.rx."))
         out.append(("0 B per publish at steady state (any QoS, aliases or not)", "%.0f B" % pub, verdict(pub == 0)))
         out.append(("received message ≤ 16 B (umqtt.simple: 512 B per QoS 1)", "%.0f B" % rx, verdict(rx <= 16)))
+    sp = res.get("spark")
+    if sp:
+        out.append(("Spark source ≥ %.1f × a plain subscriber writing Parquet" % TARGET_SPARK_RATIO,
+                    "%.2f" % sp["spark"]["ratio"], verdict(sp["spark"]["ratio"] >= TARGET_SPARK_RATIO)))
     return out
+
+
+SPARK_LABELS = (("plain", "(a) tinymqtt subscriber -> pyarrow Parquet (the ceiling)"),
+                ("spark", "(b) Spark source, local[2], raw rows -> Parquet"),
+                ("ingest", "(c) ingest process -> landing Parquet"))
+
+
+def spark_rows(res):
+    sp = res["spark"]
+    rows = []
+    for key, label in SPARK_LABELS:
+        d = sp[key]
+        rows.append([label, str(d["rows"]), "%.2f s" % d["seconds"], k(d["rate"]),
+                     "1.00" if key == "plain" else "%.2f" % d["ratio"]])
+    return ["drained from a preloaded broker (%d QoS 1/2 messages)" % sp["n"], "rows", "time", "rows/s",
+            "ratio"], rows
 
 
 # ------------------------------------------------------------------------------------------ console
@@ -188,6 +209,8 @@ def console(res):
         parts.append("Bytes on the wire per message\n" + table(*wire_rows(res)))
     if res.get("codec"):
         parts.append("Codec and session speed per packet\n" + table(*codec_rows(res)))
+    if res.get("spark"):
+        parts.append("Ingest ceiling: the Spark source against a plain subscriber\n" + table(*spark_rows(res)))
     if res.get("footprint"):
         from tools.bench.footprint import table as footprint_table
         parts.append("What each profile costs a board (tools/bench/footprint.py)\n" + footprint_table(res["footprint"]))
@@ -343,6 +366,20 @@ def markdown(res):
               "MicroPython column is the WebAssembly build on this machine's Node, which is not a board's speed: "
               "compare its rows with each other." % res["meta"].get("mp_timing", MP_TIMING), "",
               table(*codec_rows(res)), ""]
+    if res.get("spark"):
+        L += ["## Ingest ceiling: the Spark source", "",
+              "A broker preloaded with %d messages (QoS 1 and 2 alternating, ~120-byte JSON payloads) for a "
+              "persistent session, drained by each reader in turn (`python -m tools.bench.spark_ceiling`); each "
+              "clock runs from the first message received to the last row in a Parquet file. (a) acknowledges "
+              "as messages arrive and keeps nothing; (b) and (c) spool every message to disk and acknowledge "
+              "only what was committed downstream (exactly-once for QoS 2 across crashes). Spark is measured "
+              "warm (a first small query started its JVM and Python workers in %.0f s)." % (
+                  res["spark"]["n"], res["spark"].get("spark_warmup_s", 0)), "",
+              table(*spark_rows(res)), "",
+              "Spark's share: %d batches with data took %.2f s of the %.2f s (a fresh query's first, empty batch "
+              "and each batch's fixed cost are the rest)." % (res["spark"]["spark"]["batches"],
+                                                             res["spark"]["spark"].get("batch_seconds", 0),
+                                                             res["spark"]["spark"]["seconds"]), ""]
     t = targets(res)
     if t:
         L += ["## Targets", "", table(["target", "measured", ""], [list(x) for x in t]), ""]

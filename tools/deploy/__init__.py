@@ -307,7 +307,7 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
     previous deploy left and this one does not write, copies only changed files, then (start) soft-resets it
     and runs main.py (follow: and shows its output). Returns the destinations copied. romfs: the library
     goes into the ROMFS partition when the device has one (see romfs_files)."""
-    mp = Mpremote(device, runner)
+    mp = Mpremote(device, runner, reset=board.platform != "linux")  # the unix port has no soft reset
     dev = mp.find()
     if romfs:
         files = romfs_files(mp, files, out)
@@ -350,7 +350,8 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
         mp.cp(path, MANIFEST)
         progress.step(MANIFEST)
     if start or follow:
-        print("%s: soft reset, running main.py%s" % (dev, " (Ctrl-C stops following)" if follow else ""), file=out)
+        print("%s: %s, running main.py%s" % (dev, "soft reset" if mp.reset else "modules forgotten (no soft reset)",
+                                             " (Ctrl-C stops following)" if follow else ""), file=out)
         mp.run_main(follow)
     return [f.dest for f in changed]
 

@@ -6,12 +6,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 MANIFEST = ".tinymqtt.json"  # on the board: {path: [size, sha256]} of every file the last deploy wrote
 
-# Runs on the board (and, in the tests, under CPython against a folder). ROOT is "" on a board.
+# Runs on the board (and, in the tests, under CPython against a folder). ROOT is "" on a board; on the unix
+# port (the linux board) it is the process's working directory, never the host's own /.
 PROBE = '''ROOT = ""
 import sys, os, json
+ROOT = ROOT or os.getcwd().rstrip("/")
 try:
     import hashlib, binascii
 except ImportError:
@@ -46,6 +49,7 @@ print("TINYMQTT-PROBE " + json.dumps(r))
 # Removes files and makes folders (parents first); a folder that exists already is fine.
 PREPARE = '''ROOT = ""
 import os
+ROOT = ROOT or os.getcwd().rstrip("/")
 for p in %(remove)r:
     try:
         os.remove(ROOT + "/" + p)
@@ -60,6 +64,14 @@ print("TINYMQTT-READY")
 '''
 
 
+# Without a soft reset the modules of the last run stay imported: forget them, so the new files load.
+RERUN = '''import sys
+for m in list(sys.modules):
+    del sys.modules[m]
+import main
+'''
+
+
 class DeviceError(Exception):
     """A one-line reason the device step failed."""
 
@@ -67,6 +79,9 @@ class DeviceError(Exception):
 def subprocess_runner(args, follow=False):
     """The real runner: the mpremote command line tool (pip install mpremote)."""
     exe = shutil.which("mpremote")
+    beside = os.path.join(os.path.dirname(sys.executable), "mpremote")  # the venv's, when PATH lacks it
+    if not exe and os.access(beside, os.X_OK):
+        exe = beside
     if not exe:
         raise DeviceError("mpremote not found: pip install mpremote")
     if follow:
@@ -96,9 +111,13 @@ class Probe:
 
 
 class Mpremote:
-    def __init__(self, device=None, runner=None):
+    """reset=False: a device without a soft reset (MicroPython's unix port, the linux board): every command
+    resumes the running session, and main.py runs again after its modules are forgotten."""
+
+    def __init__(self, device=None, runner=None, reset=True):
         self.device = device
         self.runner = runner or subprocess_runner
+        self.reset = reset
 
     def _run(self, args, what, follow=False):
         rc, out = self.runner(list(args), follow=follow)
@@ -123,7 +142,7 @@ class Mpremote:
         return self.device
 
     def exec(self, code, what, resume=True):
-        args = ["connect", self.device] + (["resume"] if resume else []) + ["exec", code]
+        args = ["connect", self.device] + (["resume"] if resume or not self.reset else []) + ["exec", code]
         return self._run(args, what)
 
     def probe(self, paths):
@@ -144,8 +163,9 @@ class Mpremote:
 
     def run_main(self, follow):
         """Soft-resets the board and runs main.py; follow=True streams its output until it ends (Ctrl-C)."""
-        args = ["connect", self.device, "resume", "soft-reset", "exec"] + ([] if follow else ["--no-follow"])
-        self._run(args + ["import main"], "starting main.py", follow=follow)
+        args = ["connect", self.device, "resume"] + (["soft-reset"] if self.reset else []) + ["exec"]
+        args += [] if follow else ["--no-follow"]
+        self._run(args + ["import main" if self.reset else RERUN], "starting main.py", follow=follow)
 
 
     def romfs_size(self):

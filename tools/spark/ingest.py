@@ -7,8 +7,9 @@
 #
 # Each process is the same MQTT link and spool as the Spark source (tools.spark.link), with a file as the
 # commit: every --flush-ms it seals the spool, writes the records since its last file to a hidden temp file,
-# fsyncs it and renames it to part-<client-id>-<from>-<to>.parquet (Spark never sees half a file), and only
-# then acknowledges those messages. A killed process loses nothing: its unacknowledged messages wait in its
+# fsyncs it, renames it to part-<client-id>-<from>-<to>.parquet (Spark never sees half a file; the file
+# source skips names starting with "." or "_") and fsyncs the directory, and only then acknowledges those
+# messages. A killed process loses nothing: its unacknowledged messages wait in its
 # persistent session, and on restart the names of its own landing files say how far it had got (a file
 # renamed just before the crash is never written twice). Each process needs its own client id and spool.
 import argparse
@@ -19,6 +20,8 @@ import signal
 import time
 
 import tools.spark  # noqa: F401
+from tools.spark.ackstate import fsync_dir
+from tools.spark.faults import crashpoint
 from tools.spark.link import MqttLink
 from tools.spark.spool import read_range
 
@@ -90,8 +93,10 @@ class Ingest:
             os.fsync(fd)
             os.close(fd)
             os.replace(tmp, os.path.join(self.landing, name))
+            fsync_dir(self.landing)  # the rename itself must be on disk before the acks it allows go out
             self.files += 1
             self.rows += len(rows)
+            crashpoint("landed")
         link.commit(end)  # only now may the acks go out
         return len(rows)
 
@@ -106,7 +111,7 @@ class Ingest:
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tools.spark.ingest")
     ap.add_argument("--broker", required=True)
-    ap.add_argument("--group", default="ingest")
+    ap.add_argument("--group", default="ingest", help='shared subscription group ("": a plain subscription)')
     ap.add_argument("--topics", default="fleet/+/telemetry,fleet/+/status")
     ap.add_argument("--client-id", required=True)
     ap.add_argument("--landing", required=True)
@@ -116,7 +121,8 @@ def main(argv=None):
     ap.add_argument("--session-expiry", type=int, default=3600)
     a = ap.parse_args(argv)
     host, _, port = a.broker.rpartition(":")
-    topics = ["$share/%s/%s" % (a.group, t.strip()) for t in a.topics.split(",") if t.strip()]
+    topics = [("$share/%s/%s" % (a.group, t.strip())) if a.group else t.strip() for t in a.topics.split(",")
+              if t.strip()]
     link = MqttLink(host, int(port), a.client_id, topics, a.spool, qos=a.qos, session_expiry=a.session_expiry)
     ing = Ingest(link, a.landing, a.client_id, a.flush_ms).start()
     stopping = []

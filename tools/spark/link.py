@@ -5,9 +5,14 @@
 #
 # Why this gives at-least-once, and exactly-once for QoS 2, across crashes: nothing is acknowledged before it
 # is both on disk and committed downstream, so whatever a crash interrupts is still in the broker's session
-# (clean start off, session expiry) and comes back, DUP set, to the next process with this client id; the
-# spool recognises those copies of messages it already holds (find_redelivery) and acks them instead of
-# handing them out again.
+# (clean start off, session expiry) and comes back, DUP set, to the next process with this client id. Such a
+# copy is recognised by its MQTT identity, never by its content: a packet id stays taken from the PUBLISH
+# until our PUBACK (QoS 1) or PUBCOMP (QoS 2), so a DUP PUBLISH whose id is held by a spooled message we have
+# not acknowledged is that message, and a QoS 2 one whose PUBREC went out but whose PUBREL we have not answered
+# (AckState.rel) is a copy the spool has delivered already. What we acknowledged is never consulted: the
+# broker may reuse its packet id for a new message at once. AckState is written before any ack or PUBCOMP goes
+# out, so a crash can only make us think an id is free when it is not for QoS 1 (a duplicate, allowed), never
+# the reverse (a loss). Spool segments go once committed and acknowledged: nothing needs them any more.
 import collections
 import fcntl
 import json
@@ -20,6 +25,8 @@ from tinymqtt.client import Client
 from tinymqtt.errors import MQTTError
 from tinymqtt.packets import SUBACK, sub_options
 
+from tools.spark.ackstate import AckState
+from tools.spark.faults import crashpoint
 from tools.spark.spool import Spool
 
 PROP_NAMES = {
@@ -53,10 +60,10 @@ def props_to_map(props):
 
 class _Ack:
     """What Session.ack() needs of a delivered message: its packet id (the payload is not kept alive)."""
-    __slots__ = ("pid",)
+    __slots__ = ("pid", "qos")
 
-    def __init__(self, pid):
-        self.pid = pid
+    def __init__(self, pid, qos):
+        self.pid, self.qos = pid, qos
 
 
 class LinkError(RuntimeError):
@@ -66,7 +73,7 @@ class LinkError(RuntimeError):
 class MqttLink:
     def __init__(self, host, port, client_id, topics, spool_dir, qos=2, session_expiry=3600,
                  receive_maximum=65000, keepalive=30, max_packet_size=1 << 20, segment_records=5000, fsync=True,
-                 ack_grace=10.0, username=None, password=None, lock_timeout=60.0):
+                 username=None, password=None, lock_timeout=60.0):
         self.host, self.port, self.client_id = host, int(port), client_id
         self.topics, self.qos = list(topics), qos
         self.spool_dir = spool_dir
@@ -75,20 +82,20 @@ class MqttLink:
                                     max_packet_size=max_packet_size, manual_ack=True, username=username,
                                     password=password)
         self.segment_records, self.fsync = segment_records, fsync
-        self.ack_grace, self.lock_timeout = ack_grace, lock_timeout
+        self.lock_timeout = lock_timeout
         self.lock = threading.Lock()
         self.spool = None
+        self.state = None  # AckState
         self.client = None
         self.error = None  # what stopped the thread, re-raised to the consumer
         self.last_error = None  # the last connection problem (the link keeps retrying)
         self.subscribed = threading.Event()
         self.stats = collections.Counter({k: 0 for k in ("received", "acked", "redeliveries_matched", "connects",
                                                          "sessions_resumed", "heartbeats")})
-        self._handles = {}  # offset -> _Ack: delivered, spooled, waiting for the consumer's commit
-        self._ack_now = []  # redeliveries of messages committed already
-        self._acked_to = 0
-        self._ack_log = collections.deque()  # (committed offset, monotonic time its acks were written)
-        self._connected_at = 0.0
+        self._handles = {}  # offset -> _Ack: spooled, delivered on this connection's session, not acked yet
+        self._ack_now = []  # QoS 2 copies whose PUBREC went out before: PUBREC again at once
+        self._unacked = {}  # pid -> offset of every spooled QoS 1/2 record whose ack has not been written
+        self._rel_todo = {}  # PUBRELs received, answered (PUBCOMP) once AckState has forgotten their ids
         self._stop = threading.Event()
         self._thread = None
         self._lock_fd = None
@@ -115,9 +122,12 @@ class MqttLink:
         with open(os.path.join(self.spool_dir, "link.pid"), "w") as f:
             f.write(str(os.getpid()))
         self.spool = Spool(self.spool_dir, self.segment_records, self.fsync)
-        self._acked_to = self.spool.committed
-        self._ack_log.append((self.spool.committed, 0.0))  # what the previous process may not have acked
+        st = self.state = AckState(self.spool_dir, self.fsync)
+        for off, pid, q in self.spool.keys_from(st.acked):  # spooled by an earlier process, never acknowledged
+            st.held[off] = (pid, q)
+        self._unacked = {pid: off for off, (pid, q) in sorted(st.held.items())}
         self.stats["recovered"] = self.spool.recovered
+        self.stats["held_at_start"] = len(st.held)
         self._thread = threading.Thread(target=self._run, name="mqtt-link", daemon=True)
         self._thread.start()
         return self
@@ -135,7 +145,10 @@ class MqttLink:
             sp.seal()
             if floor is not None and floor > sp.next_offset:
                 sp.skip(floor - sp.next_offset)
-            return sp.next_offset
+            end, busy = sp.next_offset, sp.next_offset > sp.committed
+        if busy:
+            crashpoint("spooled")
+        return end
 
     def uncommitted_records(self, end):
         """True when offsets below `end` hold messages the consumer has not committed yet."""
@@ -157,6 +170,7 @@ class MqttLink:
         """The consumer has durably processed every offset below `end`: their acks may go out now."""
         with self.lock:
             self.spool.commit(end)
+        crashpoint("committed")
 
     def stop(self, timeout=10.0):
         self._stop.set()
@@ -175,7 +189,8 @@ class MqttLink:
             sp = self.spool
             s = dict(self.stats)
             s.update(pid=os.getpid(), next_offset=sp.next_offset, committed=sp.committed,
-                     unacked=len(self._handles), segments=len(sp.segments),
+                     unacked=len(self._unacked), held=len(self.state.held), awaiting_pubrel=len(self.state.rel),
+                     segments=len(sp.segments),
                      connected=bool(self.client and self.client.is_connected()),
                      subscribed=self.subscribed.is_set(),
                      idle_s=round(time.time() - max(self.last_message_at, self.last_ack_at), 3)
@@ -202,6 +217,7 @@ class MqttLink:
             c.on_connect = self._on_connect
             c.on_disconnect = self._on_disconnect
             c.on_event = self._on_event
+            self._hold_pubrel(c.session)
             self._connect(c)
             try:  # retain handling 1: retained messages only for a new subscription, not for a resumed session
                 c.subscribe([(t, sub_options(self.qos, retain_handling=1)) for t in self.topics], timeout=30)
@@ -212,12 +228,13 @@ class MqttLink:
                 with self.lock:
                     self.spool.flush()
                 self._acks(c)
-                self._gc(c)
+                self._pubcomps(c)
                 self._unstick(c)
                 if time.monotonic() - self._last_stats > 1.0:
                     self._last_stats = time.monotonic()
                     self.write_stats()
             self._acks(c)
+            self._settle(c)
             c.disconnect()  # a normal DISCONNECT: the session (and whatever is unacknowledged) stays on the broker
         except BaseException as e:  # surfaced to the consumer by check()
             self.error = e
@@ -238,10 +255,20 @@ class MqttLink:
         raise LinkError("stopped before the first connection")
 
     def _on_connect(self, connack):
-        self._connected_at = time.monotonic()
         self.stats["connects"] += 1
         if connack.session_present:
             self.stats["sessions_resumed"] += 1
+            return
+        with self.lock:  # the broker has no session: no packet id is held, nothing will be redelivered
+            st = self.state
+            if self._unacked or st.held or st.rel:
+                self.stats["session_lost"] += 1
+                self._unacked.clear()
+                self._handles.clear()
+                self._ack_now = []
+                self._rel_todo.clear()
+                st.held, st.rel, st.acked = {}, set(), self.spool.next_offset
+                st.save()
 
     def _on_disconnect(self, err):
         self.last_error = err
@@ -261,46 +288,109 @@ class MqttLink:
     def _on_message(self, p):
         now = time.time()
         payload = bytes(p.payload)  # a view into the receive buffer until this returns
-        topic, q = p.topic, p.qos
+        topic, q, pid = p.topic, p.qos, p.pid
         self.last_message_at = now
+        crashpoint("received")
         with self.lock:
-            sp = self.spool
-            if q and p.dup:
-                off = sp.find_redelivery(p.pid, topic, payload)
-                if off >= 0:  # a copy of a message the spool already holds: never hand it out twice
+            sp, st = self.spool, self.state
+            if q and p.dup:  # a resend: of which message, the packet id says (DUP 0 is always a first send)
+                if q == 2 and pid in st.rel:  # our PUBREC did not arrive: the spool has delivered it already
                     self.stats["redeliveries_matched"] += 1
-                    if off < sp.committed:
-                        self._ack_now.append(_Ack(p.pid))
-                    else:
-                        self._handles[off] = _Ack(p.pid)
+                    self._ack_now.append(_Ack(pid, q))
                     return
-            off = sp.append(p.pid, q, bool(p.dup), bool(p.retain), topic, payload, props_to_map(p.props), now)
+                off = self._unacked.get(pid, -1)
+                if off >= 0 and off not in self._handles:  # spooled by an earlier process, never acknowledged
+                    self.stats["redeliveries_matched"] += 1
+                    self._handles[off] = _Ack(pid, q)
+                    return
+            old = self._unacked.pop(pid, -1) if q else -1
+            if old >= 0:  # the broker sent a new message under an id we thought held (its session was lost?)
+                self.stats["pid_superseded"] += 1
+                self.state.held.pop(old, None)
+                self._handles.pop(old, None)
+            off = sp.append(pid, q, bool(p.dup), bool(p.retain), topic, payload, props_to_map(p.props), now)
             self.stats["received"] += 1
             self.stats["received_qos%d" % q] += 1
             if q:
-                self._handles[off] = _Ack(p.pid)
+                self._handles[off] = _Ack(pid, q)
+                self._unacked[pid] = off
 
     def _acks(self, c):
+        """Acks for everything committed: AckState saved first (they count as written from then on)."""
         if not c.is_connected():
             return  # an ack written now would be dropped with the buffer on reconnect
         with self.lock:
+            st, sp = self.state, self.spool
+            target = sp.committed
             todo, self._ack_now = self._ack_now, []
-            target = self.spool.committed
-            if target > self._acked_to:
-                done = [off for off in self._handles if off < target]
-                for off in done:
-                    todo.append(self._handles.pop(off))
-                self._acked_to = target
-                self._ack_log.append((target, time.monotonic()))
-        for i, h in enumerate(todo):
-            if not c.is_connected():
-                with self.lock:
-                    self._ack_now.extend(todo[i:])
+            done = [off for off in self._handles if off < target]
+            if not todo and not done and target <= st.acked:
                 return
-            c.ack(h)
+            for off in done:
+                h = self._handles.pop(off)
+                todo.append(h)
+                self._unacked.pop(h.pid, None)
+                st.held.pop(off, None)
+                if h.qos == 2:
+                    st.rel.add(h.pid)
+            st.acked = max(st.acked, target)  # what is still owed below it stays listed in `held`
+            st.save()
+            sp.drop_through(st.acked)  # released by what the session says, not by a timer
+        crashpoint("acked")
+        for h in todo:
+            c.ack(h)  # into the buffer (flushed by loop); if the link drops now, the session resends on reconnect
+        c.flush()
         if todo:
             self.stats["acked"] += len(todo)
             self.last_ack_at = time.time()
+
+    def _settle(self, c, timeout=5.0):
+        # Before a normal stop: make sure the broker has read our acks. A close with unread bytes in our
+        # receive buffer is a TCP reset, and the broker may drop what it had not read yet (the acks would then
+        # be resent as duplicates to the next process). A PINGRESP answers a PINGREQ sent after the acks, so
+        # the broker has handled them; the PUBRELs it sends meanwhile are answered too.
+        s = c.session
+        if not c.is_connected() or len(s.out) - s.outlen < 2:
+            return
+        s.out[s.outlen], s.out[s.outlen + 1] = 0xC0, 0  # PINGREQ, as the session's keep-alive writes it
+        s.outlen += 2
+        s.last_sent = s._ping_at = c.p.ticks_ms()
+        s._pinging = True  # the session clears it on PINGRESP
+        c.flush()
+        deadline = time.monotonic() + timeout
+        while (s._pinging or self._rel_todo or self.state.rel) and c.is_connected() and time.monotonic() < deadline:
+            c.loop(0.05)
+            self._pubcomps(c)
+
+    def _hold_pubrel(self, session):
+        # A PUBCOMP frees the packet id at the broker, which may reuse it at once: AckState must forget the id
+        # first. The session answers a PUBREL as it parses it, so the link takes the PUBREL over and answers
+        # it (the session's own handler) in _pubcomps, after saving.
+        answer = session._on_pubrel
+
+        def on_pubrel(pid):
+            if pid in self.state.rel:
+                self._rel_todo[pid] = None
+            else:
+                answer(pid)
+        session._on_pubrel = on_pubrel
+        self._answer_pubrel = answer
+
+    def _pubcomps(self, c):
+        if not self._rel_todo or not c.is_connected():
+            return
+        with self.lock:
+            pids, self._rel_todo = list(self._rel_todo), {}
+            self.state.rel.difference_update(pids)
+            self.state.save()
+        crashpoint("released")
+        s = c.session
+        for pid in pids:
+            if len(s.out) - s.outlen < 8:
+                c.flush()
+            self._answer_pubrel(pid)
+        c.flush()
+        self.stats["pubcomps"] += len(pids)
 
     def _unstick(self, c):
         # mosquitto 2.0 stops honouring Receive Maximum once acks come back (its whole queue goes in flight)
@@ -316,16 +406,3 @@ class MqttLink:
             self._bounce = False
             self.stats["reconnects_to_unstick"] += 1
             c.transport.close()  # the client notices on its next read and reconnects into the session
-
-    def _gc(self, c):
-        # Segments stay until their acks have certainly reached the broker: written on a connection that
-        # has then stayed up for ack_grace seconds (a lost ack means a redelivery right after the reconnect,
-        # which the spool must still recognise).
-        if not self._ack_log or not c.is_connected():
-            return
-        now, drop = time.monotonic(), None
-        while self._ack_log and now - max(self._ack_log[0][1], self._connected_at) > self.ack_grace:
-            drop = self._ack_log.popleft()[0]
-        if drop is not None:
-            with self.lock:
-                self.spool.drop_through(drop)

@@ -11,21 +11,25 @@
 # query, and executor workers that run read(partition) for one batch and are reused or dropped at will. An
 # MQTT acknowledgement must go out on the session that received the message, after Spark committed the batch,
 # and commit() is only ever called on the driver's worker: so the MQTT session (tools.spark.link.MqttLink, a
-# thread) lives there, next to commit(). Executors never touch MQTT: the link writes every message to a spool
-# on disk (tools.spark.spool) before latestOffset() may expose its offset, partitions() names spool files and
-# read() parses them. The spool sits beside the checkpoint (option spoolDir), so a replayed batch reads the
-# same records; on a cluster it must be on storage the executors can read.
+# thread) lives there, next to commit(). Executors never touch MQTT nor the driver's disk: the link writes
+# every message to a spool (tools.spark.spool) before latestOffset() may expose its offset, partitions() reads
+# the batch's records from the spool and puts them into the partitions themselves (Spark ships each to its
+# task), and read() only parses them. So the same job runs on a cluster whose executors share no disk with the
+# driver. The spool sits beside the checkpoint (option spoolDir, on the driver), so a replayed batch gets the
+# same records; maxRecordsPerTrigger (default 50000) bounds what one batch carries.
 #
 # At-least-once end to end (exactly-once for QoS 2): QoS 1/2 arrive in manual-ack mode and are acknowledged
 # only in commit(end) (commit marker first, then PUBACK/PUBREC), so a crash at any point leaves every
-# uncommitted message in the broker's persistent session (clean start off, Session Expiry) and the spool
-# recognises the redelivered copies. Traps handled here:
+# uncommitted message in the broker's persistent session (clean start off, Session Expiry) and the link
+# recognises the redelivered copies by packet id and session state (tools/spark/link.py). Traps handled here:
 #  - Spark calls commit() for a batch only when it plans the next one: an idle stream would never ack its last
 #    batch, so latestOffset() hands out a one-offset heartbeat (no rows) when committed-but-unacknowledged data
 #    is waiting and nothing new came in.
 #  - The reader is also instantiated (and pickled) in short-lived planner processes: it connects lazily, on
 #    the first offset call, and never pickles its link.
 #  - Option keys arrive lower-case (spoolDir -> spooldir).
+#  - Executors unpickle this module's reader and partitions: it imports no MQTT code at the top, and on a
+#    cluster the driver ships tools/, lib/ and the Linux port as a zip (tools.spark.pipeline.code_zip).
 #  - The broker must let enough messages wait for their acks: the Receive Maximum we send (65000 by default,
 #    near the 65535 packet ids a session has) sets mosquitto's in-flight window for an MQTT 5 client, and its
 #    max_queued_messages must hold the rest, else it drops them silently.
@@ -36,16 +40,15 @@
 #    sessions (the $share scale-out path).
 import base64
 import hashlib
+import json
 import os
 import tempfile
-from datetime import datetime, timezone
 
 import tools.spark  # noqa: F401  (puts lib/ and the Linux port on sys.path)
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from tools.spark.link import MqttLink
-from tools.spark.spool import read_range
+from tools.spark.spool import read_lines
 
 SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
           "received_ts TIMESTAMP, offset BIGINT, pid INT")
@@ -80,15 +83,15 @@ class Config:
         self.partitions = max(1, int(o.get("numpartitions", 2)))
         self.heartbeat = _truth(o.get("heartbeat", "true"))
         self.fsync = _truth(o.get("fsync", "true"))
-        self.ack_grace = float(o.get("ackgracems", 10000)) / 1000
-        self.max_records = int(o.get("maxrecordspertrigger", 0))
+        self.max_records = int(o.get("maxrecordspertrigger", 50000))
         self.username, self.password = o.get("username"), o.get("password")
 
     def link(self):
+        from tools.spark.link import MqttLink  # here, not at the top: executors unpickle this module, never link
         return MqttLink(self.host, self.port, self.client_id, self.topics, self.spool_dir, qos=self.qos,
                         session_expiry=self.session_expiry, receive_maximum=self.receive_maximum,
                         keepalive=self.keepalive, max_packet_size=self.max_packet_size,
-                        segment_records=self.segment_records, fsync=self.fsync, ack_grace=self.ack_grace,
+                        segment_records=self.segment_records, fsync=self.fsync,
                         username=self.username, password=self.password)
 
 
@@ -106,15 +109,37 @@ class MQTTDataSource(DataSource):
         return MQTTStreamReader(Config(self.options))
 
 
+def arrow_schema():
+    """The Arrow schema Spark expects a RecordBatch from read() to have (checked for equality)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (StructType, StructField, StringType, BinaryType, IntegerType, BooleanType,
+                                   MapType, TimestampType, LongType)
+    st = StructType([StructField("topic", StringType()), StructField("payload", BinaryType()),
+                     StructField("qos", IntegerType()), StructField("retain", BooleanType()),
+                     StructField("dup", BooleanType()), StructField("properties", MapType(StringType(), StringType())),
+                     StructField("received_ts", TimestampType()), StructField("offset", LongType()),
+                     StructField("pid", IntegerType())])
+    return to_arrow_schema(st, timezone="UTC")
+
+
+def lines_to_batch(lines, schema):
+    """Spool lines -> one Arrow RecordBatch: Spark takes it as it is, with no conversion row by row."""
+    import pyarrow as pa
+    off, pid, qos, dup, retain, topic, payload, props, ts = zip(*[json.loads(line) for line in lines])
+    b64 = base64.b64decode
+    t = [f.type for f in schema]
+    cols = [pa.array(topic, t[0]), pa.array([b64(x) for x in payload], t[1]), pa.array(qos, t[2]),
+            pa.array(retain, t[3]), pa.array(dup, t[4]),
+            pa.array([list(p.items()) if p else None for p in props], t[5]),
+            pa.array([round(x * 1e6) for x in ts], pa.int64()).cast(t[6]), pa.array(off, t[7]), pa.array(pid, t[8])]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
 class MQTTPartition(InputPartition):
-    def __init__(self, paths, lo, hi):
-        self.paths, self.lo, self.hi = paths, lo, hi
+    """The records themselves (spool lines), so that an executor needs nothing but this object."""
 
-
-def record_to_row(r):
-    off, pid, qos, dup, retain, topic, payload, props, ts = r
-    return (topic, base64.b64decode(payload), qos, retain, dup, props,
-            datetime.fromtimestamp(ts, tz=timezone.utc), off, pid)
+    def __init__(self, lines):
+        self.lines = lines
 
 
 class MQTTStreamReader(DataSourceStreamReader):
@@ -146,7 +171,7 @@ class MQTTStreamReader(DataSourceStreamReader):
         if end == s and self.config.heartbeat and link.uncommitted_records(s):
             end = link.heartbeat()  # nothing new, but the last batch waits for commit(): plan an empty one
         if isinstance(limit, ReadMaxRows):
-            end = min(end, s + max(1, limit.maxRows))
+            end = min(end, s + max(1, limit.max_rows))
         return {"offset": end}
 
     def reportLatestOffset(self):
@@ -162,16 +187,16 @@ class MQTTStreamReader(DataSourceStreamReader):
         if link.expose() < e:
             raise RuntimeError("the MQTT spool %s does not reach offset %d (Spark's checkpoint is newer than the "
                                "spool: it was deleted or belongs to another query)" % (self.config.spool_dir, e))
-        paths = link.paths(s, e)
-        n = min(self.config.partitions, len(paths))
-        if n <= 1:
-            return [MQTTPartition(paths, s, e)]
-        k = (len(paths) + n - 1) // n
-        return [MQTTPartition(paths[i:i + k], s, e) for i in range(0, len(paths), k)]
+        lines = list(read_lines(link.paths(s, e), s, e))
+        if not lines:
+            return []
+        k = -(-len(lines) // self.config.partitions)
+        return [MQTTPartition(lines[i:i + k]) for i in range(0, len(lines), k)]
 
     def read(self, partition):
-        for r in read_range(partition.paths, partition.lo, partition.hi):
-            yield record_to_row(r)
+        schema = arrow_schema()
+        for i in range(0, len(partition.lines), 10000):
+            yield lines_to_batch(partition.lines[i:i + 10000], schema)
 
     def commit(self, end):
         self.link().commit(int(end["offset"]))

@@ -2,13 +2,18 @@
 # Library use (tests, demo):  spark = spark_session(); q = start_query(spark, broker, out, checkpoint)
 # As a process (the demo runs it so that it can kill it mid-stream and start it again from the checkpoint):
 #     python -m tools.spark.pipeline --broker 127.0.0.1:1883 --out DIR --checkpoint DIR [--drain-file F]
+#         [--master spark://HOST:PORT]
 # It runs until the drain file appears and the source has been idle (everything received committed), then
 # stops the query, optionally runs the audit (--manifest, --audit-json) in the same Spark session, and exits.
+# With --master (a standalone cluster) the code executors need is shipped as a zip (addPyFile), the driver's
+# UI is on for its REST API, and the audit gets a "spark" section: the master and the executors that ran tasks.
 import argparse
 import json
 import os
 import sys
+import tempfile
 import time
+import zipfile
 
 import tools.spark
 
@@ -31,25 +36,46 @@ def spark_env():
 _spark = None
 
 
-def spark_session(cores=2, app="tinymqtt-pipeline"):
-    """One local Spark session per process (about 5 s to start), with the mqtt source registered."""
+def code_zip(path):
+    """tools/ (this package), lib/ and the Linux port as one zip for sc.addPyFile: what a cluster's executors
+    need to unpickle the source's reader and partitions, with no shared disk and no repo on their side."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for top in ("tools/__init__.py", "tools/spark", "lib/tinymqtt", "ports/linux"):
+            full = os.path.join(tools.spark.ROOT, top)
+            files = [full] if os.path.isfile(full) else [os.path.join(d, f) for d, _, fs in os.walk(full) for f in fs]
+            for f in files:
+                if f.endswith(".py"):
+                    z.write(f, os.path.relpath(f, tools.spark.ROOT))
+    return path
+
+
+def spark_session(cores=2, app="tinymqtt-pipeline", master=None):
+    """One Spark session per process (about 5 s to start), with the mqtt source registered: local[cores], or
+    a standalone cluster's master URL (executors of 1 core and 512 MB, up to `cores` of them)."""
     global _spark
     if _spark is not None:
         return _spark
     spark_env()
     from pyspark.sql import SparkSession
     from tools.spark.mqtt_source import MQTTDataSource
-    spark = (SparkSession.builder.master("local[%d]" % cores).appName(app)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(2 * cores))
-             .config("spark.default.parallelism", str(cores))
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.sql.streaming.minBatchesToRetain", "20")
-             .getOrCreate())
+    cluster = bool(master) and not master.startswith("local")
+    b = (SparkSession.builder.master(master or "local[%d]" % cores).appName(app)
+         .config("spark.ui.enabled", "true" if cluster else "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", str(2 * cores))
+         .config("spark.default.parallelism", str(cores))
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.driver.host", "127.0.0.1")
+         .config("spark.sql.streaming.minBatchesToRetain", "20"))
+    if cluster:
+        b = (b.config("spark.ui.port", "0").config("spark.cores.max", str(cores))
+             .config("spark.executor.cores", "1").config("spark.executor.memory", "512m"))
+    spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if cluster:
+        spark.sparkContext.addPyFile(code_zip(os.path.join(tempfile.mkdtemp(prefix="tinymqtt-code-"),
+                                                           "tinymqtt_spark.zip")))
     spark.dataSource.register(MQTTDataSource)
     _spark = spark
     return spark
@@ -161,6 +187,20 @@ def progress_rows(query, seen):
     return out
 
 
+def spark_section(spark, master):
+    """Where the job ran: the master, and on a cluster the executors that ran its tasks (the driver's REST
+    API, not an assumption) with their task counts."""
+    sc = spark.sparkContext
+    out = {"master": master or sc.master, "app_id": sc.applicationId}
+    if master and not master.startswith("local"):
+        from tools.spark.cluster import executors_with_tasks
+        tasks = executors_with_tasks(spark)
+        out.update(executors=len(tasks), executor_tasks=tasks)
+    else:
+        out["executors"] = 0  # local mode: the tasks ran in the driver's JVM
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--broker", required=True, help="host:port")
@@ -170,7 +210,8 @@ def main(argv=None):
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--client-id", default=None)
     ap.add_argument("--trigger", default="1 second")
-    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--cores", type=int, default=2, help="local[cores], or at most this many executor cores")
+    ap.add_argument("--master", default=None, help="a standalone cluster, spark://127.0.0.1:PORT")
     ap.add_argument("--drain-file", default=None, help="stop once this file exists and the source is idle")
     ap.add_argument("--idle", type=float, default=2.0)
     ap.add_argument("--progress", default=None, help="append batch progress here (JSON lines)")
@@ -178,7 +219,7 @@ def main(argv=None):
     ap.add_argument("--audit-json", default=None)
     a = ap.parse_args(argv)
     t0 = time.time()
-    spark = spark_session(a.cores)
+    spark = spark_session(a.cores, master=a.master)
     print("SESSION %.1f" % (time.time() - t0), flush=True)
     q = start_query(spark, a.broker, a.out, a.checkpoint, topics=a.topics, prefix=a.prefix, client_id=a.client_id,
                     trigger=a.trigger, name="mqtt-to-parquet")
@@ -204,9 +245,12 @@ def main(argv=None):
             for row in progress_rows(q, seen):
                 prog.write(json.dumps(row) + "\n")
         print("DRAINED %.1f" % (time.time() - t0), flush=True)
+        section = spark_section(spark, a.master)
+        print("EXECUTORS %.1f %s" % (time.time() - t0, json.dumps(section)), flush=True)
         if a.manifest:
             from tools.spark.audit import audit, write_json
             res = audit(spark, a.out, a.manifest)
+            res["spark"] = section
             write_json(res, a.audit_json or os.path.join(os.path.dirname(a.out), "audit.json"))
             print("AUDITED %.1f" % (time.time() - t0), flush=True)
     finally:

@@ -5,42 +5,31 @@
 # Layout of a spool directory (one per MQTT session):
 #   open-<a>.jsonl        the segment being written (offsets from a); never exposed to the consumer
 #   seg-<a>-<b>.jsonl     sealed segments, offsets a <= o < b, flushed and fsynced before any offset in them
-#                         is exposed; read by Spark's tasks (read_range)
+#                         is exposed; read where the link runs (read_lines): executors never see this disk
 #   committed             {"offset": n}: the consumer committed everything below n (written before acking)
 #   floor                 {"offset": n}: offsets below n were handed out (heartbeats leave offsets without records)
+#   acks.json             what the broker was told (tools.spark.ackstate)
 # A record is one JSON array a line: [offset, pid, qos, dup, retain, topic, payload_b64, props, received_ts].
 #
 # After a crash the broker redelivers what was never acknowledged (the session is persistent), DUP set,
-# under the same packet id. `find_redelivery` recognises those copies of messages the spool already holds
-# (same packet id, same topic and payload), so a restart neither loses a message nor counts it twice.
+# under the same packet id. Which spooled records still hold their packet id is the ack state's business
+# (tools.spark.ackstate); the spool only lists the QoS 1/2 records of each segment (keys) for it.
 import base64
-import hashlib
 import json
 import os
 import re
 
+from tools.spark.ackstate import fsync_dir
+
 _SEG = re.compile(r"^seg-(\d{20})-(\d{20})\.jsonl$")
 _OPEN = re.compile(r"^open-(\d{20})\.jsonl$")
-
-
-def digest(topic, payload):
-    """What identifies a message's content across processes (Python's hash() is salted per process)."""
-    return hashlib.blake2b(topic.encode() + b"\x00" + payload, digest_size=8).digest()
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Segment:
     __slots__ = ("a", "b", "path", "keys")
 
     def __init__(self, a, b, path, keys):
-        self.a, self.b, self.path, self.keys = a, b, path, keys  # keys: [(pid, offset)] of QoS 1/2 records
+        self.a, self.b, self.path, self.keys = a, b, path, keys  # keys: [(offset, pid, qos)] of QoS 1/2 records
 
     def __repr__(self):
         return "<Segment %d..%d %d keyed>" % (self.a, self.b, len(self.keys))
@@ -55,7 +44,6 @@ class Spool:
         self.fsync = fsync
         os.makedirs(path, exist_ok=True)
         self.segments = []  # sealed, in offset order
-        self.index = {}  # pid -> [(digest, offset)] for QoS 1/2 records in live segments
         self.committed = 0
         self.next_offset = 0
         self.recovered = 0  # records found on disk at start
@@ -111,8 +99,7 @@ class Spool:
             last = r[0]
             self.recovered += 1
             if r[2]:
-                keys.append((r[1], r[0]))
-                self.index.setdefault(r[1], []).append((digest(r[5], base64.b64decode(r[6])), r[0]))
+                keys.append((r[0], r[1], r[2]))
         if b is None:
             if good < len(data):
                 with open(path, "r+b") as f:
@@ -141,8 +128,7 @@ class Spool:
         self.next_offset = off + 1
         self._n += 1
         if qos:
-            self._keys.append((pid, off))
-            self.index.setdefault(pid, []).append((digest(topic, payload), off))
+            self._keys.append((off, pid, qos))
         if self._n >= self.segment_records:
             self.seal()
         return off
@@ -166,7 +152,7 @@ class Spool:
         path = os.path.join(self.path, "seg-%020d-%020d.jsonl" % (self._a, b))
         os.replace(os.path.join(self.path, "open-%020d.jsonl" % self._a), path)
         if self.fsync:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         self.segments.append(Segment(self._a, b, path, self._keys))
 
     def skip(self, n=1):
@@ -187,16 +173,10 @@ class Spool:
 
     # ------------------------------------------------------------------ reading
 
-    def find_redelivery(self, pid, topic, payload):
-        """The offset of the spooled message that this DUP PUBLISH repeats, or -1 when it is new."""
-        cands = self.index.get(pid)
-        if not cands:
-            return -1
-        d = digest(topic, payload)
-        for dg, off in reversed(cands):
-            if dg == d:
-                return off
-        return -1
+    def keys_from(self, lo):
+        """(offset, pid, qos) of the QoS 1/2 records at offsets >= lo, sealed or open."""
+        out = [k for s in self.segments if s.b > lo for k in s.keys if k[0] >= lo]
+        return out + [k for k in self._keys if k[0] >= lo] if self._f is not None else out
 
     def has_records(self, lo, hi):
         """True when some offset in [lo, hi) holds a message (heartbeat offsets do not)."""
@@ -212,17 +192,12 @@ class Spool:
         return [s.path for s in self.segments if s.a < hi and s.b > lo]
 
     def drop_through(self, end):
-        """Deletes the segments wholly below `end` (committed and acknowledged long enough ago)."""
+        """Deletes the segments wholly below `end` (committed, and every ack in them written: no one needs
+        them again, neither the consumer nor the recognition of a redelivery)."""
         end = min(end, self.committed)
         keep = []
         for s in self.segments:
             if s.b <= end:
-                for pid, off in s.keys:
-                    c = self.index.get(pid)
-                    if c:
-                        c[:] = [x for x in c if x[1] != off]
-                        if not c:
-                            del self.index[pid]
                 try:
                     os.remove(s.path)
                 except FileNotFoundError:
@@ -238,11 +213,17 @@ class Spool:
             self._f = None
 
 
-def read_range(paths, lo, hi):
-    """Yields the records with lo <= offset < hi from sealed segment files (used on Spark's executors)."""
+def read_lines(paths, lo, hi):
+    """The raw lines (bytes, one JSON record each) with lo <= offset < hi from sealed segment files."""
     for path in paths:
         with open(path, "rb") as f:
             for line in f:
-                r = json.loads(line)
-                if lo <= r[0] < hi:
-                    yield r
+                off = int(line[1:line.index(b",")])  # a line starts "[offset,"
+                if lo <= off < hi:
+                    yield line
+
+
+def read_range(paths, lo, hi):
+    """Yields the records with lo <= offset < hi from sealed segment files."""
+    for line in read_lines(paths, lo, hi):
+        yield json.loads(line)

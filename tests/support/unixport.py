@@ -1,0 +1,62 @@
+# Runs board programs under MicroPython's unix port (.venv/bin/micropython: real socket, select, ssl) with
+# the file tree a board gets: lib/tinymqtt, lib/tinymqtt_port.py and config.py (tools.sim.assemble); for
+# "esp32" / "picow" also ports/common's tinymqtt_board.py and a fake `network` (tests/fakes/BOARD), never a
+# fake socket. Programs print "RESULT {json}" lines; tracebacks come on stdout (the unix port's habit).
+import os
+import shutil
+import subprocess
+import tempfile
+
+import tools.sim
+from tools.sim import MICROPYTHON, results  # noqa: F401 (results: re-exported for the tests)
+
+REPO = tools.sim.REPO
+FAKES = os.path.join(REPO, "tests", "fakes")
+BOARDS = ("linux", "esp32", "picow")
+WIFI = {"WIFI_SSID": "home", "WIFI_PASSWORD": "secret"}
+
+
+def available():
+    return os.access(MICROPYTHON, os.X_OK)
+
+
+def tree(app, dst, board="linux", env=None):
+    """Writes the tree for board into dst (the app becomes main.py); returns dst."""
+    config = dict(env or {})
+    if board != "linux":
+        config.update(WIFI)
+    tools.sim.assemble(app, dst, "unix", config)
+    if board != "linux":
+        lib = os.path.join(dst, "lib")
+        shutil.copy(os.path.join(REPO, "ports", board, "tinymqtt_port.py"), os.path.join(lib, "tinymqtt_port.py"))
+        shutil.copy(os.path.join(REPO, "ports", "common", "tinymqtt_board.py"), lib)
+        with open(os.path.join(FAKES, board, "network.py")) as f:
+            fake = f.read()
+        with open(os.path.join(lib, "network.py"), "w") as f:  # the access point config.py names is in range
+            f.write(fake + "\nworld.air = {%r: %r}\n" % (WIFI["WIFI_SSID"], WIFI["WIFI_PASSWORD"]))
+    return dst
+
+
+class Board(tools.sim.Board):
+    """A program running in the background on the unix port (expect(), wait(), results(), close()); board
+    "cpython" runs it under CPython with ports/linux instead."""
+
+    def __init__(self, app, board="linux", env=None, heap=None):
+        if board == "cpython":  # the same tree and program under CPython (ports/linux), for comparison
+            super().__init__(app, env, heap, board="linux")
+            return
+        tmp = tempfile.mkdtemp(prefix="tinymqtt-unix-")
+        super().__init__(board="unix", root=tree(app, tmp, board, env), heap=heap)
+        self._tmp = tmp  # removed by close()
+
+
+def run(app, board="linux", env=None, heap=None, timeout=60):
+    """Runs a program to its end: (exit code, stdout, the RESULT values). A timeout kills it (exit -9)."""
+    with Board(app, board, env, heap) as b:
+        try:
+            rc = b.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            b.proc.kill()
+            rc = -9
+        b.wait(5)
+        return rc, "\n".join(b.lines + b.errors), b.results()

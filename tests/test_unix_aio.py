@@ -1,0 +1,46 @@
+# The asyncio client on MicroPython's unix port with real sockets against a real mosquitto: the board apps of
+# tests/sim_apps/ and the tests of tests/test_sim_board.py (will, status, QoS 0/1/2 both ways with exact
+# counts, keep-alive at 2 s, topic aliases, reconnect with resend through a proxy that drops acks), run with
+# ports/linux (board "unix") and, but for the keep-alive module fixture, with ports/common under the esp32
+# layer (only `network` faked).
+import os
+
+import pytest
+
+from tests.support import unixport
+from tests.test_sim_board import (APPS, peers, prefix, keepalive_run, uid,  # noqa: F401 (fixtures)
+                                  test_will_published_when_the_board_crashes,
+                                  test_status_offline_published_by_the_board_and_no_will,
+                                  test_qos_both_directions,
+                                  test_keepalive_pings_while_idle,
+                                  test_v5_topic_aliases,
+                                  test_reconnect_resumes_the_session_and_completes_every_flow)
+
+pytestmark = pytest.mark.skipif(not unixport.available(), reason="needs .venv/bin/micropython")
+
+
+@pytest.fixture(scope="module")
+def board_kind():
+    return "unix"
+
+
+@pytest.fixture(params=["linux", "esp32"])  # picow shares esp32's socket layer (ports/common): see
+def layer(request):                          # test_unix_transport.py for its own WLAN code on real sockets
+    return request.param
+
+
+@pytest.fixture
+def board(layer):
+    """board(app, host, port, **config) -> the running unixport.Board; every board is ended after the test."""
+    started = []
+
+    def start(app, host, port, **config):
+        env = dict(config, BROKER_HOST=host, BROKER_PORT=port, CLIENT_ID="u%d%s" % (config.get("VERSION", 0), uid()))
+        b = unixport.Board(os.path.join(APPS, app), layer, env)
+        b.config = env
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.close()

@@ -1,0 +1,54 @@
+# The blocking client on MicroPython's unix port with real sockets against a real mosquitto: the tests of
+# tests/test_sim_board.py (will, status, QoS 0/1/2 both ways with exact counts, keep-alive at 2 s, topic
+# aliases, reconnect with resend through a proxy that drops acks), each with the blocking twin of its board
+# app (tests/unix_apps/blocking/), on ports/linux and on ports/common under the esp32 layer.
+import os
+
+import pytest
+
+from tests.support import unixport
+from tests.support.broker import Mosquitto
+from tests.test_sim_board import (peers, prefix, uid,  # noqa: F401 (fixtures)
+                                  test_will_published_when_the_board_crashes,
+                                  test_status_offline_published_by_the_board_and_no_will,
+                                  test_qos_both_directions,
+                                  test_keepalive_pings_while_idle,
+                                  test_v5_topic_aliases,
+                                  test_reconnect_resumes_the_session_and_completes_every_flow)
+
+pytestmark = pytest.mark.skipif(not unixport.available(), reason="needs .venv/bin/micropython")
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unix_apps", "blocking")
+
+
+@pytest.fixture(params=["linux", "esp32"])  # picow shares esp32's socket layer (ports/common): see
+def layer(request):                          # test_unix_transport.py for its own WLAN code on real sockets
+    return request.param
+
+
+@pytest.fixture
+def board(layer):
+    """board(app, host, port, **config) -> the running unixport.Board; every board is ended after the test."""
+    started = []
+
+    def start(app, host, port, **config):
+        env = dict(config, BROKER_HOST=host, BROKER_PORT=port, CLIENT_ID="u%d%s" % (config.get("VERSION", 0), uid()))
+        b = unixport.Board(os.path.join(APPS, app), layer, env)
+        b.config = env
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def keepalive_run():
+    """Three blocking clients (3.1, 3.1.1, 5.0), keepalive 2 s, idle 5 s: (RESULT, client id, broker log)."""
+    with Mosquitto(extra_conf="log_type all") as b:
+        cid = "k" + uid()
+        env = {"BROKER_HOST": b.host, "BROKER_PORT": b.port, "CLIENT_ID": cid, "VERSIONS": [3, 4, 5],
+               "KEEPALIVE": 2, "IDLE": 5}
+        rc, out, res = unixport.run(os.path.join(APPS, "keepalive.py"), "linux", env, timeout=30)
+        assert rc == 0, out
+        return res[0], cid, b.log_text()

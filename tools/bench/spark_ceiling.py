@@ -1,0 +1,229 @@
+# The ingest ceiling (issue 14): a broker preloaded with N QoS 1/2 messages for a persistent session, drained
+# (a) by a plain tinymqtt subscriber writing Parquet with pyarrow (the ceiling: no spool, acks as they come),
+# (b) by the Spark source (tools/spark/mqtt_source.py) in local[2] writing the raw rows to Parquet,
+# (c) by the scale-out ingest path (one tools.spark.ingest process writing landing files).
+# Each clock runs from the first message the drainer received to the moment its last row was in a Parquet
+# file (for Spark: the batch that held it had completed). Spark is measured warm, as a long-running job is:
+# a small query first starts the session, the JVM and the Python workers (its time is reported apart).
+#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE]    (the bench's "spark" section runs this)
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
+from tinymqtt.client import Client
+from tinymqtt.packets import sub_options
+from tools.bench.broker import BenchBroker
+
+TOPIC = "ceil/dev/telemetry"
+
+
+def payload(i):
+    return json.dumps({"device": "dev-%04d" % (i % 1000), "seq": i, "ts": 1.7e9 + i / 1000, "value": 20.0 + i % 7,
+                       "status": None, "reason": None, "conn": 1}).encode()
+
+
+def make_session(broker, cid):
+    """Creates the persistent session and its QoS 2 subscription, then leaves: the broker queues for it."""
+    c = Client(broker.host, broker.port, client_id=cid, version=5, clean=False, session_expiry=3600)
+    c.connect()
+    c.subscribe([(TOPIC, sub_options(2))], timeout=30)
+    c.disconnect()
+
+
+def preload(broker, n):
+    c = Client(broker.host, broker.port, client_id="ceil-pub-" + uuid.uuid4().hex[:6], version=5, max_inflight=256,
+               batch=True)
+    c.connect()
+    for i in range(n):
+        c.publish(TOPIC, payload(i), qos=1 + i % 2)
+    while c.session.flights.count or c.session.outlen:
+        c.loop(0.05)
+    c.disconnect()
+
+
+def _arrow_table(rows):
+    import pyarrow as pa
+    from datetime import datetime, timezone
+    topic, data, qos, ts = zip(*rows)
+    return pa.table({"topic": list(topic), "payload": list(data), "qos": list(qos),
+                     "received_ts": [datetime.fromtimestamp(t, tz=timezone.utc) for t in ts]})
+
+
+def drain_plain(broker, cid, n, out, rows_per_file=10000):
+    """(a): tinymqtt subscriber, automatic acks, rows buffered and written as Parquet files (fsynced)."""
+    import pyarrow.parquet as pq
+    os.makedirs(out)
+    rows, written, first = [], 0, [None]
+
+    def on_message(p):
+        now = time.time()
+        if first[0] is None:
+            first[0] = now
+        rows.append((p.topic, bytes(p.payload), p.qos, now))
+    c = Client(broker.host, broker.port, client_id=cid, version=5, clean=False, session_expiry=3600,
+               receive_maximum=65000, max_packet_size=1 << 20, batch=True)
+    c.on_message = on_message
+    c.connect()
+    deadline = time.monotonic() + 300
+    while written < n and time.monotonic() < deadline:
+        c.loop(0.05)
+        if len(rows) >= rows_per_file or (rows and written + len(rows) >= n):
+            batch, rows[:] = rows[:], []
+            path = os.path.join(out, "part-%06d.parquet" % written)
+            pq.write_table(_arrow_table(batch), path)
+            fd = os.open(path, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+            written += len(batch)
+    end = time.time()
+    c.disconnect()
+    return {"rows": written, "seconds": end - first[0]}
+
+
+def _spark_query(spark, broker, cid, d):
+    from tools.spark.pipeline import source_options
+    raw = spark.readStream.format("mqtt").options(**source_options(
+        "%s:%d" % (broker.host, broker.port), TOPIC, os.path.join(d, "spool"), cid)).load()
+    return (raw.writeStream.format("parquet").option("path", os.path.join(d, "out"))
+            .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
+
+
+def _until_rows(q, n, timeout):
+    """Polls the query's progress until n input rows were processed; returns (rows, time, batches with data,
+    seconds those batches took)."""
+    rows, end, batches, busy, seen = 0, None, 0, 0.0, set()
+    deadline = time.monotonic() + timeout
+    while rows < n and time.monotonic() < deadline:
+        if q.exception() is not None:
+            raise RuntimeError(str(q.exception()))
+        for p in q.recentProgress:
+            if p["batchId"] not in seen:
+                seen.add(p["batchId"])
+                rows += p["numInputRows"]
+                if p["numInputRows"]:
+                    batches += 1
+                    busy += p["durationMs"].get("triggerExecution", 0) / 1000
+        end = time.time()
+        time.sleep(0.05)
+    return rows, end, batches, busy
+
+
+def warm_spark(broker, d, n=2000):
+    """A long-running job is warm: the session, its JVM and its Python workers are started by a first small
+    query (its time is reported apart, as the cold start), before the measured one."""
+    from tools.spark.pipeline import spark_session
+    t0 = time.time()
+    spark = spark_session(2, app="tinymqtt-ceiling")
+    cid = "ceil-warm-" + uuid.uuid4().hex[:6]
+    make_session(broker, cid)
+    preload(broker, n)
+    q = _spark_query(spark, broker, cid, d)
+    _until_rows(q, n, 300)
+    q.stop()
+    return time.time() - t0
+
+
+def drain_spark(broker, cid, n, d):
+    """(b): the Spark source in local[2] (warm), raw rows to Parquet, as fast as Spark triggers."""
+    from tools.spark.pipeline import spark_session, stop_spark
+    spark = spark_session(2, app="tinymqtt-ceiling")
+    try:
+        q = _spark_query(spark, broker, cid, d)
+        rows, end, batches, busy = _until_rows(q, n, 600)
+        q.stop()
+        first = spark.read.parquet(os.path.join(d, "out")).agg({"received_ts": "min"}).collect()[0][0].timestamp()
+        return {"rows": rows, "seconds": end - first, "batches": batches, "batch_seconds": busy}
+    finally:
+        stop_spark()
+
+
+def drain_ingest(broker, cid, n, landing, spool):
+    """(c): one tools.spark.ingest process (a plain subscription), landing files counted from their metadata."""
+    import pyarrow.parquet as pq
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(tools.spark.PATHS))
+    p = subprocess.Popen([sys.executable, "-m", "tools.spark.ingest", "--broker", "%s:%d" % (broker.host, broker.port),
+                          "--group", "", "--topics", TOPIC, "--client-id", cid, "--landing", landing, "--spool", spool,
+                          "--flush-ms", "200"], cwd=tools.spark.ROOT, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        counted, rows, end = {}, 0, None
+        deadline = time.monotonic() + 300
+        while rows < n and time.monotonic() < deadline:
+            for path in glob.glob(os.path.join(landing, "part-*.parquet")):
+                if path not in counted:
+                    counted[path] = pq.read_metadata(path).num_rows
+            rows, end = sum(counted.values()), time.time()
+            time.sleep(0.05)
+        first = min(pq.read_table(f, columns=["received_ts"]).column(0)[0].as_py().timestamp() for f in counted)
+        return {"rows": rows, "seconds": end - first, "files": len(counted)}
+    finally:
+        p.terminate()
+        p.wait(30)
+
+
+def run(n, log=print):
+    out = {"n": n}
+    work = tempfile.mkdtemp(prefix="tinymqtt-ceiling-")
+    with BenchBroker() as broker:
+        for key, fn in (("plain", lambda cid, d: drain_plain(broker, cid, n, os.path.join(d, "out"))),
+                        ("spark", lambda cid, d: drain_spark(broker, cid, n, d)),
+                        ("ingest", lambda cid, d: drain_ingest(broker, cid, n, os.path.join(d, "landing"),
+                                                               os.path.join(d, "spool")))):
+            cid, d = "ceil-%s-%s" % (key, uuid.uuid4().hex[:6]), os.path.join(work, key)
+            os.makedirs(d)
+            if key == "spark":
+                out["spark_warmup_s"] = warm_spark(broker, os.path.join(work, "warm"))
+            make_session(broker, cid)
+            preload(broker, n)
+            r = fn(cid, d)
+            r["rate"] = r["rows"] / r["seconds"] if r["seconds"] > 0 else 0.0
+            out[key] = r
+            log("bench: spark ceiling: %-6s %d rows in %.2f s = %.0f rows/s" % (key, r["rows"], r["seconds"],
+                                                                             r["rate"]))
+    for key in ("spark", "ingest"):
+        out[key]["ratio"] = out[key]["rate"] / out["plain"]["rate"] if out["plain"]["rate"] else 0.0
+    return out
+
+
+def run_in_process(python, n, log=print):
+    """The bench's "spark" section: this module in a process of its own (its own Spark JVM); None when
+    pyspark is missing there."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        p = subprocess.run([python, "-m", "tools.bench.spark_ceiling", "--n", str(n), "--json", f.name],
+                           cwd=tools.spark.ROOT, capture_output=True, text=True, timeout=1800)
+        if p.returncode:
+            log("bench: the Spark ceiling failed (exit %d): %s" % (p.returncode, (p.stderr or p.stdout)[-1500:]))
+            return None
+        for line in p.stdout.splitlines():
+            if line.startswith("bench: "):
+                log(line)
+        with open(f.name) as fh:
+            return json.load(fh)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tools.bench.spark_ceiling")
+    ap.add_argument("--n", type=int, default=20000, help="messages preloaded for each drainer (QoS 1/2 alternating)")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    try:
+        import pyspark  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise SystemExit("spark_ceiling: %s (pip install -r requirements-test.txt)" % e)
+    res = run(a.n)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
