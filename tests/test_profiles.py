@@ -62,10 +62,7 @@ def runner(kind, tree):
 
 
 @pytest.mark.parametrize("profile, app, kind", RUNS)
-def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, profile, app, kind, request):
-    if kind == "unix" and app.endswith("sensor.py"):  # the blocking client over ports/linux on MicroPython
-        request.applymarker(pytest.mark.xfail(reason="main's ports/linux fails on MicroPython (no "
-                                              "socket.IPPROTO_TCP): issue 11 fixes it", strict=False))
+def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, profile, app, kind):
     tree = tmp_path / "board"
     prefix = "p%s/%s" % (profile, uuid.uuid4().hex)
     rc, out, err = deploy("--board", "linux", "--profile", profile, "--app", app, "--target", str(tree),
