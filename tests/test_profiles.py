@@ -98,3 +98,30 @@ def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     assert 0 < sum(small.values()) < sum(full.values())
     report.record("mpy esp32 profile full (B)", sum(full.values()))
     report.record("mpy esp32 profile mqtt311 (B)", sum(small.values()))
+
+
+def test_mqtt311_refuses_v5_and_loads_no_v5_module_on_micropython(tmp_path):
+    if not os.path.exists(MICROPYTHON):
+        pytest.skip("no unix-port micropython")
+    tree = tmp_path / "board"
+    assert deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target", str(tree))[0] == 0
+    code = ("import sys\nfrom tinymqtt.client import Client\n"
+            "try:\n    Client('127.0.0.1', 1, version=5)\nexcept Exception as e:\n    print(type(e).__name__, e.reason)\n"
+            "c = Client('127.0.0.1', 1, version=4)\nc.session.connect(0)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('tinymqtt.') or m == 'tinymqtt'))\n")
+    p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    refused, loaded = p.stdout.splitlines()
+    assert refused == "LocalProtocolError 132", "v5 is refused with 0x84 Unsupported Protocol Version"
+    assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
+                            "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
+
+
+def test_a_311_client_of_the_full_library_never_imports_mqtt5():
+    code = ("import sys; sys.path.insert(0, %r)\nfrom tinymqtt.session import Session\nfrom tinymqtt.client import Client\n"
+            "s = Session(version=4, client_id='x'); s.connect(0)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('tinymqtt')))\n" % os.path.join(REPO, "lib"))
+    p = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert not {"tinymqtt.props", "tinymqtt.aliases", "tinymqtt.reasons"} & set(eval(p.stdout))
