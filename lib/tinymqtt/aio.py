@@ -1,16 +1,23 @@
 # The asyncio client, one code base for MicroPython's asyncio and CPython's: a thin driver over Session
 # (every protocol decision is made there) and a port's async stream. A reader task waits on the stream
 # (no polling), a ticker task keeps the link alive; both reconnect with backoff when the link is lost.
+# What it holds: the session's buffers and in-flight slots (fixed at construction), and for messages() at
+# most Receive Maximum received messages, each acknowledged (QoS 1/2) only when the application takes it.
 import asyncio
+from collections import namedtuple
 
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError
 from tinymqtt.session import Session, CONNECTED, LOST
-from tinymqtt.packets import Packet, CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, AUTH
+from tinymqtt.packets import CONNACK, PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK, AUTH
 from tinymqtt.driver import LINK_ERRORS, Backoff, default_port
 
 
 def _sleep_ms(ms):
     return asyncio.sleep_ms(ms) if hasattr(asyncio, "sleep_ms") else asyncio.sleep(ms / 1000)
+
+
+# A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
+Message = namedtuple("Message", ("topic", "payload", "qos", "retain", "dup", "pid", "props"))
 
 
 class Messages:
@@ -24,12 +31,12 @@ class Messages:
 
     async def __anext__(self):
         c = self.c
-        while not c._inbox:
+        while not c._inbox_n:
             if c._closed:
                 raise StopAsyncIteration
             c._inbox_ev.clear()
             await c._inbox_ev.wait()
-        return c._inbox.pop(0)
+        return c._take()
 
 
 class AsyncClient:
@@ -48,9 +55,24 @@ class AsyncClient:
         self.on_auth = None  # MQTT 5 enhanced authentication: fn(auth_packet) -> (reason, props) or None (see Client)
         self.last_error = None
         self._closed = False
-        self._inbox = []  # received messages (payload copied: the receive buffer is reused)
-        self._inbox_ev = asyncio.Event()
-        self._waiters = {}  # packet id -> [Event, result]: publish flows and SUBSCRIBE/UNSUBSCRIBE
+        # Received messages no handler claimed, for messages(): a ring of Receive Maximum entries. QoS 1/2
+        # messages are acknowledged when taken (manual_ack: by ack()), so a v5 server sends no more than
+        # that many; a PUBLISH that still finds the ring full (QoS 0, or a 3.x server) parks the reader until
+        # the application takes one (acks and everything behind it wait too: TCP pushes back to the server).
+        # An application that awaits its own publishes without reading messages() needs a receive_maximum
+        # as large as what may arrive meanwhile.
+        s = self.session
+        s.ack_later = True
+        self._inbox = [None] * s.receive_maximum
+        self._inbox_head = self._inbox_n = 0
+        self._inbox_ev = asyncio.Event()  # set when a message arrives
+        self._taken = asyncio.Event()  # set when the application takes one from a full inbox
+        # Flows awaited by publish(), subscribe(), unsubscribe(): packet id -> result once it completed. One
+        # Event for all of them (set at every completion; each waiter looks for its own packet id), so a
+        # flow costs no Event of its own.
+        self._results = {}
+        self._waiting = {}  # packet id -> True while someone awaits it (results of the others are not kept)
+        self._done = asyncio.Event()
         self._room = asyncio.Event()  # set when an in-flight slot frees
         self._connected = asyncio.Event()
         self._tasks = []
@@ -122,8 +144,10 @@ class AsyncClient:
             self.stream.close()
             self.stream = None
         self.session.connection_lost()
+        self.session.hold = False
         self._inbox_ev.set()
-        for pid in list(self._waiters):
+        self._taken.set()
+        for pid in list(self._waiting):
             self._finish(pid, None)
 
     def is_connected(self):
@@ -146,11 +170,19 @@ class AsyncClient:
                 break
             self._room.clear()
             await self._room.wait()
-        w = self._waiter(pid) if qos and wait else None
-        await self._flush_safely()
-        if not w:
+        wait = qos and wait
+        if wait:
+            self._waiting[pid] = True
+        st = self.stream
+        try:  # _flush_safely() inlined: each coroutine called costs an allocation
+            self._write()
+            if st:
+                await st.drain()
+        except LINK_ERRORS as e:
+            self._lost(e)
+        if not wait:
             return pid
-        return await self._result(pid, w)
+        return await self._result(pid)
 
     async def subscribe(self, topic, qos=0, handler=None, props=None):
         """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline)."""
@@ -165,9 +197,9 @@ class AsyncClient:
     async def _request(self, pid):
         if not pid:
             return None
-        w = self._waiter(pid)
+        self._waiting[pid] = True
         await self._flush_safely()
-        p = await self._result(pid, w)
+        p = await self._result(pid)
         return p.codes if p is not None else None
 
     async def ack(self, message):
@@ -177,23 +209,46 @@ class AsyncClient:
         await self._flush_safely()
 
     def messages(self):
+        """`async for msg in client.messages()`: the messages no subscribe(handler=...) claimed, oldest first;
+        at most Receive Maximum are held (see __init__). Each msg is a Message the application may keep."""
         return Messages(self)
+
+    def _take(self):
+        # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.
+        box, i, s = self._inbox, self._inbox_head, self.session
+        m = box[i]
+        box[i] = None
+        self._inbox_head = (i + 1) % len(box)
+        self._inbox_n -= 1
+        if s.hold:
+            s.hold = False
+            self._taken.set()
+        if m.qos and not s.manual_ack:
+            try:
+                if not s.ack(m):  # `out` is full: write it first
+                    self._write()
+                    s.ack(m)
+                self._write()  # the stream keeps what the socket cannot take; the next flush drains it
+            except LINK_ERRORS as e:
+                self._lost(e)
+        return m
 
     # ---------------------------------------------------------------- waiting for flows
 
-    def _waiter(self, pid):
-        w = self._waiters[pid] = [asyncio.Event(), None]
-        return w
-
     def _finish(self, pid, result):
-        w = self._waiters.pop(pid, None)
-        if w:
-            w[1] = result
-            w[0].set()
+        if self._waiting.pop(pid, None):
+            self._results[pid] = result
+            self._done.set()
 
-    async def _result(self, pid, w):
-        await w[0].wait()
-        r = w[1]
+    async def _result(self, pid):
+        results = self._results
+        try:
+            while pid not in results:
+                self._done.clear()  # (no await since the check: a completion cannot slip in between)
+                await self._done.wait()
+        finally:  # cancelled (wait_for...): nobody waits any more
+            self._waiting.pop(pid, None)
+        r = results.pop(pid)
         if isinstance(r, MQTTError):
             raise r
         return r
@@ -204,15 +259,18 @@ class AsyncClient:
         """Writes what is queued now: `await client.flush()` (the coroutine itself: no wrapper to allocate)."""
         return self._flush()
 
-    async def _flush(self):
+    def _write(self):
         s, st = self.session, self.stream
         while s.outlen and st:
             n = s.outlen
             s.outlen = 0
             st.write(s.out, n)
             s.pump()
-        if st:
-            await st.drain()
+
+    async def _flush(self):
+        self._write()
+        if self.stream:
+            await self.stream.drain()
 
     async def _flush_safely(self):
         try:
@@ -235,11 +293,17 @@ class AsyncClient:
             st = self.stream
             try:
                 n = await st.readinto(s.inbuf, s.inlen)
-                while s.received(n, p.ticks_ms()):
-                    await self._flush()
+                while s.received(n, p.ticks_ms()):  # stopped early: `out` is nearly full, or parked
                     n = 0
-                if s.outlen:  # acks to send; a read that brought none costs no coroutine (readinto yields)
-                    await self._flush()
+                    if s.outlen:
+                        self._write()
+                        await st.drain()
+                    while s.parked and s.hold and self.stream is st:  # a message arrived; the inbox is full
+                        self._taken.clear()
+                        await self._taken.wait()
+                if s.outlen:  # acks to send (_flush() inlined: a coroutine called costs an allocation)
+                    self._write()
+                    await st.drain()
             except LINK_ERRORS as e:
                 if self.stream is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._lost(e)
@@ -259,8 +323,12 @@ class AsyncClient:
 
     def _event(self, ev, value, reason):
         if ev == PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
-            self._inbox.append(Packet(PUBLISH, topic=value.topic, payload=bytes(value.payload), qos=value.qos,
-                                      retain=value.retain, dup=value.dup, pid=value.pid, props=value.props))
+            box, n = self._inbox, self._inbox_n
+            box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
+                                                             value.retain, value.dup, value.pid, value.props)
+            self._inbox_n = n + 1
+            if n + 1 == len(box):
+                self.session.hold = True  # received() stops before the next packet
             self._inbox_ev.set()
         elif ev == CONNACK:
             self._backoff = Backoff()

@@ -1,6 +1,7 @@
 # The blocking client: a thin driver over Session (which makes every protocol decision) and a port
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
-# link alive, and reconnects with exponential backoff and jitter when the link is lost.
+# link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
+# message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
 from tinymqtt.errors import (MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError,
                              NotDelivered)
 from tinymqtt.session import Session, ticks_diff, CONNECTED, DISCONNECTED, LOST
@@ -35,6 +36,7 @@ class Client:
         self._failed = {}  # packet id -> reason code of a QoS 1/2 message refused (or 0x80: lost), for wait_for()
         self._backoff = Backoff()
         self._next_try = self.p.ticks_ms()  # a tick time like any other: the first loop() connects at once
+        self._ms = {}  # loop()'s timeouts in ms, by their value in seconds (a float op allocates on 32-bit)
 
     # ---------------------------------------------------------------- connection
 
@@ -99,8 +101,8 @@ class Client:
         pid = s.publish(topic, payload, qos, retain, props)
         if self._failed and pid > 0:
             self._failed.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
-        if pid < 0:
-            self._wait(lambda: s.flights.count < s.flights.size, timeout)
+        if pid < 0:  # (a method, not a lambda: a closure over `s` would allocate a cell on every publish)
+            self._wait(self._has_room, timeout)
             pid = s.publish(topic, payload, qos, retain, props)
             if pid < 0:
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
@@ -110,6 +112,10 @@ class Client:
             except LINK_ERRORS as e:
                 self._close(e)
         return pid
+
+    def _has_room(self):
+        f = self.session.flights
+        return f.count < f.size
 
     def wait_for(self, pid, timeout=30.0):
         """Waits until the QoS 1/2 flow of packet id pid ends. True: the server acknowledged it; False: still
@@ -161,15 +167,27 @@ class Client:
 
     def loop(self, timeout=1.0):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
-        reads, keep-alive, retries, reconnects."""
-        s, p = self.session, self.p
+        reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
+        ms = self._ms.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
+        if ms is None:
+            ms = int(timeout * 1000)
+            if len(self._ms) < 8:
+                self._ms[timeout] = ms
+        self._loop(ms)
+
+    def _loop(self, timeout_ms):
         if not self.transport:
-            if self.reconnect and ticks_diff(p.ticks_ms(), self._next_try) >= 0:
+            if self.reconnect and ticks_diff(self.p.ticks_ms(), self._next_try) >= 0:
                 self._io(self._open)
             else:
-                self._sleep(timeout)
+                self._sleep(timeout_ms)
             return
-        self._io(self._step, int(timeout * 1000))
+        try:  # _io inlined: a bound method and an *args tuple would allocate on every loop()
+            self._step(timeout_ms)
+        except LINK_ERRORS as e:
+            self._close(e)
+            if isinstance(e, ConnectError) and not self.reconnect:
+                raise
 
     def _step(self, timeout_ms):
         s, p = self.session, self.p
@@ -186,11 +204,11 @@ class Client:
         while self.transport or self.reconnect:
             self.loop(1.0)
 
-    def _io(self, fn, *args):
+    def _io(self, fn):
         # Whatever ends the link (a transport error, a protocol error, a dead link) closes it here; the
         # session keeps its state and the next loop() reconnects after the backoff.
         try:
-            fn(*args)
+            fn()
         except LINK_ERRORS as e:
             self._close(e)
             if isinstance(e, ConnectError) and not self.reconnect:
@@ -198,9 +216,9 @@ class Client:
 
     def _wait(self, done, timeout, raise_errors=False):
         p = self.p
-        start = p.ticks_ms()
+        start, ms = p.ticks_ms(), int(timeout * 1000)
         while not done():
-            left = int(timeout * 1000) - ticks_diff(p.ticks_ms(), start)
+            left = ms - ticks_diff(p.ticks_ms(), start)
             if left <= 0:
                 return False
             if raise_errors and not self.transport:
@@ -214,7 +232,7 @@ class Client:
                     self._close(e)
                     raise
             else:
-                self.loop(min(left, 1000) / 1000)
+                self._loop(min(left, 1000))
         return True
 
     def _offline(self):
@@ -225,11 +243,11 @@ class Client:
         return ConnectionLost(e.reason if isinstance(e, MQTTError) else 0x80,
                               "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
 
-    def _sleep(self, seconds):
+    def _sleep(self, ms):
         import time
         if self.reconnect:  # wake up when the next reconnect attempt is due
-            seconds = min(seconds, ticks_diff(self._next_try, self.p.ticks_ms()) / 1000)
-        time.sleep(max(seconds, 0.001))
+            ms = min(ms, ticks_diff(self._next_try, self.p.ticks_ms()))
+        time.sleep(max(ms, 1) / 1000)
 
     def _event(self, ev, value, reason):
         if ev == CONNACK:

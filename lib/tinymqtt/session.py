@@ -62,12 +62,18 @@ LOST = 16  # event: a message the server never acknowledged, dropped with a sess
 _RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
 _RX_SCAN = 64  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = 64  # bytes `out` must have free before another packet is processed (acks and pings fit)
-_PERIOD = 1 << 30  # MicroPython's ticks_ms period; ports give CPython the same wrap-around
 _V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
 
 
 def ticks_diff(a, b):
-    return ((a - b + _PERIOD // 2) & (_PERIOD - 1)) - _PERIOD // 2
+    """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
+    CPython the same). Every constant is below 2**30, a small int on 32-bit builds (31-bit small ints), so
+    this allocates nothing there; any clock whose period is a multiple of 2**30 (64-bit builds) works too."""
+    d = (a - b) & 0x3FFFFFFF
+    if d & 0x20000000:  # past half the period: a - b was negative
+        d -= 0x20000000
+        d -= 0x20000000
+    return d
 
 
 class Session:
@@ -113,6 +119,11 @@ class Session:
         self._connected_once = False
         self.state = DISCONNECTED
         self.session_present = False
+        # Set by a driver that queues messages for the application (the asyncio client's messages()):
+        # ack_later: QoS 1/2 messages no handler claims are acknowledged by ack() once the application took
+        # them, so the server's flow control (Receive Maximum) bounds the queue; hold: the queue is full,
+        # received() stops at the next PUBLISH (parked: it did; tick() cannot judge the link meanwhile).
+        self.ack_later = self.hold = self.parked = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
@@ -459,11 +470,14 @@ class Session:
             self.inlen += n
             self.last_recv = now
         buf, end, pos = self.inbuf, self.inlen, 0
-        more = False
+        more = self.parked = False
         try:
             while pos < end:
                 if len(self.out) - self.outlen < _ROOM:
                     more = True
+                    break
+                if self.hold and buf[pos] >> 4 == PUBLISH:  # parked until the application takes one
+                    more = self.parked = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
@@ -492,15 +506,8 @@ class Session:
 
     def _packet(self, buf, pos, total):
         first = buf[pos]
-        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
-            # The common 2-byte-body acks, handled without building a Packet: nothing is allocated.
-            pid = buf[pos + 2] << 8 | buf[pos + 3]
-            if not pid:
-                raise malformed("packet identifier 0")
-            if first == 0x62:
-                self._on_pubrel(pid)
-            else:
-                self._on_ack(first >> 4, pid, 0)
+        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70) and \
+                self._fast_ack(buf, pos, total, first):
             return
         if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
             return
@@ -537,6 +544,23 @@ class Session:
             self._on_auth(p)
         else:
             raise protocol_error("a server never sends %s" % NAMES[t])
+
+    def _fast_ack(self, buf, pos, total, first):
+        # The common acks handled without building a Packet, so nothing is allocated: a bare packet id, and
+        # in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic nobody
+        # reads) with no properties. Anything else takes the full decoder, which validates it.
+        reason = buf[pos + 4] if total > 4 else 0
+        if total > 4 and (self.version != V5 or (total == 6 and buf[pos + 5]) or
+                          (reason and (reason != 0x10 or first > 0x50))):
+            return False
+        pid = buf[pos + 2] << 8 | buf[pos + 3]
+        if not pid:
+            raise malformed("packet identifier 0")
+        if first == 0x62:
+            self._on_pubrel(pid)
+        else:
+            self._on_ack(first >> 4, pid, reason)
+        return True
 
     def _on_auth(self, p):
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
@@ -648,7 +672,8 @@ class Session:
                 if p.topic is None:
                     raise protocol_error("topic alias %d was never set on this connection" % a)
         q = p.qos
-        if q == 2 or (q and self.manual_ack):
+        later = q and (self.manual_ack or (self.ack_later and not self._claimed(p.topic)))
+        if q == 2 or later:
             j = self._rx_find(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
                 if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
@@ -664,13 +689,20 @@ class Session:
                 self._rx_qos.append(0)
                 self._rx_state.append(0)
             self._rx_pid[j], self._rx_qos[j] = p.pid, q
-            self._rx_state[j] = _RX_WAIT_APP if self.manual_ack else _RX_PUBREC
+            self._rx_state[j] = _RX_WAIT_APP if later else _RX_PUBREC
             self._rx_n += 1
             if self._rx_index is not None:
                 self._rx_index[p.pid] = j
         self._deliver(p)
-        if q and not self.manual_ack:
+        if q and not later:
             self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
+
+    def _claimed(self, topic):
+        hs = self._handlers
+        for i in range(len(hs)):
+            if matches(hs[i][0], topic):
+                return True
+        return False
 
     def _deliver(self, p):
         hs, hit, topic = self._handlers, False, p.topic
@@ -749,7 +781,10 @@ class Session:
         wait = 60000
         ka = self.keepalive_ms
         if ka:
-            if self._pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
+            if self._pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
+                self._ping_at = now  # deadline starts again once reading resumes
+                wait = max(ka // 2, 500)
+            elif self._pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
                 left = max(ka // 2, 500) - ticks_diff(now, self._ping_at)
                 if left <= 0:
                     self.state = DISCONNECTED

@@ -1,7 +1,9 @@
 # Simulated board port: real MicroPython (the WebAssembly build under Node) whose network is a bridge to
 # Node's sockets (the `jsnet` module the launcher registers). Same interface as the boards' ports:
-# network_up(), open_stream() for the asyncio client, ticks_ms(). Bytes cross through wasm memory in
-# place, so reads and writes allocate nothing on the Python side. No blocking sockets and no TLS here.
+# network_up(), open_stream() for the asyncio client, open() for the blocking one (tools/sim/syncnet.mjs),
+# ticks_ms(). Bytes cross through wasm memory in place, so reads and writes allocate nothing on the Python
+# side. No TLS here.
+import asyncio
 import time
 
 import jsnet
@@ -33,8 +35,8 @@ class SimStream:
         if not jsnet.write(self.h, addressof(buf), n):
             raise OSError(104, "connection reset")  # ECONNRESET
 
-    async def drain(self):
-        pass
+    def drain(self):
+        return asyncio.sleep_ms(0)  # yields once, as a drain must; MicroPython's sleep_ms reuses one object
 
     def close(self):
         jsnet.close(self.h)
@@ -49,5 +51,31 @@ async def open_stream(host, port, tls=None):
     return SimStream(h)
 
 
+class SimTransport:
+    """A blocking connection: write() hands the bytes over at once, readinto() waits up to timeout_ms."""
+
+    def __init__(self, handle):
+        self.h = handle
+
+    def write(self, buf, n):
+        if not jsnet.sync_write(self.h, addressof(buf), n):
+            raise OSError(104, "connection reset")  # ECONNRESET
+
+    def readinto(self, buf, off, timeout_ms):
+        """Bytes read into buf[off:], 0 when none came in time; ConnectionLost when the server closed."""
+        n = jsnet.sync_readinto(self.h, addressof(buf) + off, len(buf) - off, timeout_ms)
+        if n < 0:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
+
+    def close(self):
+        jsnet.sync_close(self.h)
+
+
 def open(host, port, tls=None, timeout_ms=10000):
-    raise OSError(95, "the simulated board runs the asyncio client only")
+    if tls is not None and tls is not False:
+        raise OSError(95, "the simulated board has no TLS")  # EOPNOTSUPP
+    h = jsnet.sync_connect(host, port, timeout_ms)
+    if h < 0:
+        raise OSError(-h, "connect to %s:%d failed" % (host, port))
+    return SimTransport(h)

@@ -12,8 +12,9 @@ V, Q, N = config.VERSION, config.QOS, config.N
 
 
 async def main():
+    # It reads messages() only once its own publishes are done: room for all N (messages() holds no more).
     c = AsyncClient(config.BROKER_HOST, config.BROKER_PORT, client_id=config.CLIENT_ID, version=V,
-                    reconnect=False)
+                    reconnect=False, receive_maximum=max(N, 16))
     await c.connect()
     await c.subscribe(config.PREFIX + "in", 2)
     print("READY")

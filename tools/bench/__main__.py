@@ -12,11 +12,11 @@ import subprocess
 import sys
 import time
 
-from tools.bench import codec, footprint, mp, report, spark_ceiling, throughput
+from tools.bench import codec, footprint, mp, mp_unix, report, spark_ceiling, throughput
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
-SECTIONS = ("throughput", "latency", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint")
+SECTIONS = ("throughput", "latency", "micropython", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint")
 
 
 def parse(argv):
@@ -134,7 +134,11 @@ def main(argv=None):
                    "rounds": a.rounds, "load_before": load(), "load_after": load(), "busy_before": "?",
                    "nice": niceness, "command": " ".join(["python -m tools.bench"] + (sys.argv[1:] if argv is None
                                                                                        else list(argv)))}
-    need_broker = {"throughput", "latency", "wire"} & set(a.only)
+    umqtt = None
+    if {"micropython", "sizes"} & set(a.only):
+        umqtt = mp_unix.umqtt(log, fetch=not a.quick)
+        res["meta"]["umqtt"] = umqtt[1] if umqtt else "not available"
+    need_broker = {"throughput", "latency", "wire", "micropython"} & set(a.only)
     broker = BenchBroker().start() if need_broker else None
     try:
         if "throughput" in a.only:
@@ -151,6 +155,18 @@ def main(argv=None):
             log("bench: latency")
             res["latency"] = throughput.latency(a.python, broker, clients, (1, 2), res["lat_n"], res["lat_cap"],
                                                 a.window, a.payload, log=log)
+        if "micropython" in a.only and not mp_unix.available():
+            log("bench: no MicroPython unix port (.venv/bin/micropython): the MicroPython row is left out")
+        elif "micropython" in a.only:
+            log("bench: the MicroPython row (unix port), %d messages x %d rounds" % (a.n, a.rounds))
+            throughput.MP_UMQTT[0] = umqtt and umqtt[0]
+            res["mp_n"] = a.n
+            mp_clients = [c for c in mp_unix.CLIENTS if umqtt or "umqtt" not in c]
+            res["mp_throughput"] = throughput.throughput(a.python, broker, mp_clients, (0, 1, 2), a.n, a.rounds,
+                                                         a.window, a.payload, cap=10 if a.quick else 30,
+                                                         slow=mp_unix.SLOW, log=log, ceiling="mp-raw")
+            log("bench: MicroPython heap through each public API (32-bit WebAssembly, 64-bit unix port)")
+            res["mp_alloc"] = mp_unix.alloc(broker, umqtt and umqtt[0], 20 if a.quick else 100, log)
         if "wire" in a.only:
             log("bench: bytes on the wire")
             res["wire"] = codec.wire(broker, 20 if a.quick else 100)
@@ -160,6 +176,7 @@ def main(argv=None):
     if "sizes" in a.only:
         log("bench: .mpy sizes")
         res["sizes"] = mp.sizes(boards)
+        res["peer_mpy"] = mp_unix.peer_sizes(a.python, umqtt and umqtt[0], log)
     mp_ok = mp.available()
     if not mp_ok and {"memory", "heap"} & set(a.only):
         log("bench: node or the npm MicroPython is missing (tools/bootstrap.sh): MicroPython figures left out")
@@ -215,7 +232,7 @@ def _jsonable(x):
 
 
 def _from_json(res):
-    for key in ("throughput", "latency"):
+    for key in ("throughput", "latency", "mp_throughput"):
         if res.get(key):
             res[key] = {(k.split()[0], int(k.split()[1])): v for k, v in res[key].items()}
     return res

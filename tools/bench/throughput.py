@@ -17,11 +17,14 @@ from tools.bench.workers import ROOT
 CEILING = "raw"
 CLIENTS = ("raw", "tinymqtt", "tinymqtt-aio", "paho", "minimqtt")
 LABELS = {"raw": "ceiling (raw socket)", "tinymqtt": "tinymqtt, blocking", "tinymqtt-aio": "tinymqtt, asyncio",
-          "paho": "paho-mqtt", "minimqtt": "Adafruit MiniMQTT"}
+          "paho": "paho-mqtt", "minimqtt": "Adafruit MiniMQTT", "mp-raw": "MicroPython: ceiling (raw socket)",
+          "mp-tinymqtt": "MicroPython: tinymqtt", "mp-tinymqtt-aio": "MicroPython: tinymqtt asyncio",
+          "mp-umqtt": "MicroPython: umqtt.simple", "mp-umqtt-nodelay": "MicroPython: umqtt + NODELAY"}
 PEER_MODULES = {"paho": ("paho.mqtt.client", "paho-mqtt"),
                 "minimqtt": ("adafruit_minimqtt.adafruit_minimqtt", "adafruit-circuitpython-minimqtt")}
 PAHO_WINDOW = 20  # paho's own default: its throughput falls with a larger window (it rescans it on every ack)
 TOPIC = "bench/tput"
+MP_UMQTT = [None]  # where umqtt.simple's source is, for the MicroPython row (set by tools.bench)
 SUB_QOS = 1
 
 
@@ -38,8 +41,12 @@ def peer_version(python, client):
 class Worker:
     def __init__(self, python, client, mode, qos, n, port, cap, window, payload_len, topic):
         args = [python, "-m", "tools.bench.workers", client, mode, qos, n, port, cap, window, payload_len, topic]
+        env = None
+        if client.startswith("mp-"):  # the MicroPython row: the unix port runs tools/bench/mp_workers.py
+            from tools.bench import mp_unix
+            args, env = mp_unix.command(client, args[4:], MP_UMQTT[0])
         self.p = subprocess.Popen([str(a) for a in args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+                                  stderr=subprocess.PIPE, text=True, env=env)
 
     def ready(self):
         """True once connected; False when the client does not support this run (MiniMQTT and QoS 2)."""
@@ -117,7 +124,8 @@ def median(xs):
     return (xs[k // 2] + xs[(k - 1) // 2]) / 2 if k else 0.0
 
 
-def throughput(python, broker, clients, qoses, n, rounds, window, payload_len=64, cap=20.0, slow=None, log=print):
+def throughput(python, broker, clients, qoses, n, rounds, window, payload_len=64, cap=20.0, slow=None, log=print,
+               ceiling=CEILING):
     """{(client, qos): {"rate": median msgs/s, "runs": [...]}}. `slow`: {client: (n, cap)} for clients that
     wait for every ack inside publish() (MiniMQTT at QoS 1): measured over a small n, one round."""
     slow = slow or {}
@@ -147,13 +155,13 @@ def throughput(python, broker, clients, qoses, n, rounds, window, payload_len=64
                         "mosquitto %s, counter %s" % (qos, LABELS[client], res["rate"], res["received"], res["sent"],
                                                       res["seconds"], c.get("client", 0), _f(c.get("broker")),
                                                       _f(c.get("counter"))))
-            ceiling = {x["round"]: x["rate"] for x in (out.get((CEILING, qos)) or {"runs": []})["runs"]}
+            ceil = {x["round"]: x["rate"] for x in (out.get((ceiling, qos)) or {"runs": []})["runs"]}
             for client in clients:
                 d = out.get((client, qos))
                 if d:
                     d["rate"] = median([x["rate"] for x in d["runs"]])
                     # Against the ceiling run of the same round: the two ran seconds apart, under the same load.
-                    paired = [x["rate"] / ceiling[x["round"]] for x in d["runs"] if ceiling.get(x["round"])]
+                    paired = [x["rate"] / ceil[x["round"]] for x in d["runs"] if ceil.get(x["round"])]
                     if paired:
                         d["ratio"] = median(paired)
                     d["cpu_us"] = {k: median([x["cpu_us"][k] for x in d["runs"] if k in x["cpu_us"]])

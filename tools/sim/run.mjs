@@ -6,6 +6,7 @@ import { loadMicroPython } from "@micropython/micropython-webassembly-pyscript";
 import fs from "fs";
 import net from "net";
 import path from "path";
+import { syncNet } from "./syncnet.mjs";
 
 const args = process.argv.slice(2);
 const heapAt = args.indexOf("--heap");
@@ -27,13 +28,21 @@ const mp = await loadMicroPython({
 });
 
 let networkUp = true;
-process.on("SIGUSR1", () => { networkUp = !networkUp; if (!networkUp) for (const st of socks.values()) st.s.destroy(); });
+process.on("SIGUSR1", () => {
+  networkUp = !networkUp;
+  if (!networkUp) { for (const st of socks.values()) st.s.destroy(); sync.cut(); }
+});
+const sync = syncNet(() => memory); // blocking sockets (the blocking client), see syncnet.mjs
 const socks = new Map();
 let nextId = 1;
 const wake = (st) => { if (st.waiter) { const w = st.waiter; st.waiter = null; w(); } };
 
 mp.registerJsModule("jsnet", {
   network_up: () => networkUp,
+  sync_connect: (host, port, timeoutMs) => sync.sync_connect(host, port, timeoutMs, networkUp),
+  sync_readinto: sync.sync_readinto,
+  sync_write: sync.sync_write,
+  sync_close: sync.sync_close,
   connect(host, port) {
     return new Promise((resolve) => {
       if (!networkUp) return resolve(-113);
