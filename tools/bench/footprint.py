@@ -2,7 +2,8 @@
 # for the esp32 board (tools.size); heap after import and when connected on the 32-bit WebAssembly build (a
 # transport that only answers the CONNACK: it has no sockets) and on the 64-bit unix port (real sockets,
 # real mosquitto); and the smallest `-X heapsize` with which the unix port connects, subscribes, publishes
-# and receives. umqtt.simple (PyPI micropython-umqtt.simple, version printed) goes through the same steps.
+# and receives. umqtt.simple (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed)
+# goes through the same steps.
 #   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
 import dataclasses
 import json
@@ -10,16 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 
 from tools import boards as boards_mod, deploy, size
+from tools.bench import mp_unix
 from tools.bench.broker import BenchBroker
 
 ROOT = boards_mod.REPO
 FP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fp")
 MP_RUN = os.path.join(ROOT, "tests", "support", "mp_run.mjs")
-UMQTT = "micropython-umqtt.simple==1.3.4"
 # (label, profile, app, MQTT version): the clients of the closing table
 ROWS = (("tinymqtt blocking", "mqtt311", "fp_blocking.py", 4),
         ("tinymqtt blocking", "full", "fp_blocking.py", 5),
@@ -139,22 +139,6 @@ def run_wasm(dest, app, version, opts):
     return None
 
 
-def umqtt_source(tmp, log):
-    """umqtt/simple.py from PyPI (pip download, the ordinary client) and its version, or (None, None)."""
-    p = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d",
-                        tmp, UMQTT], capture_output=True, text=True)
-    archives = [f for f in os.listdir(tmp) if f.endswith(".tar.gz")]
-    if p.returncode or not archives:
-        log("footprint: %s not available (%s)" % (UMQTT, (p.stderr or "no archive").strip().splitlines()[-1:]))
-        return None, None
-    with tarfile.open(os.path.join(tmp, archives[0])) as t:
-        member = next(m for m in t.getmembers() if m.name.endswith("umqtt/simple.py"))
-        src = os.path.join(tmp, "simple.py")
-        with open(src, "wb") as f:
-            f.write(t.extractfile(member).read())
-    return src, archives[0].split("-")[-1][:-7]
-
-
 def measure(quick=False, log=print):
     res = {"rows": [], "mpy": {}}
     for profile in boards_mod.profiles():
@@ -177,7 +161,8 @@ def measure(quick=False, log=print):
                 row["smallest"] = None if quick or not row["unix"] else smallest_heap(dest)
                 log("footprint: %s (%s): %r" % (label, profile, row))
                 res["rows"].append(row)
-            src, ver = umqtt_source(os.path.join(tmp, "dl"), log) if not quick else (None, None)
+            got = mp_unix.umqtt(log, fetch=not quick)  # PyPI's micropython-umqtt.simple, cached by the bench
+            src, ver = (os.path.join(got[0], "umqtt", "simple.py"), got[1]) if got else (None, None)
             if src:
                 mpy = os.path.join(tmp, "simple.mpy")
                 with open(mpy, "wb") as f:
