@@ -16,7 +16,7 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(raw.read_text())
     for section in ("throughput", "latency", "wire", "sizes", "mp_mem", "mp_heap", "codec", "mp_throughput",
-                    "mp_alloc"):
+                    "mp_alloc", "footprint"):
         assert res.get(section), "no %s figures\n%s" % (section, p.stdout[-3000:])
     for client in ("raw", "tinymqtt", "tinymqtt-aio"):
         for qos in (0, 1, 2):

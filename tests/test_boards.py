@@ -110,3 +110,31 @@ def test_get_names_the_known_boards(tmp_path):
     with pytest.raises(BoardError) as e:
         boards.load(str(tmp_path / "missing.toml"))
     assert "cannot read it" in str(e.value)
+
+
+def profile_text(name="small", **t):
+    t.setdefault("lib", ["tinymqtt/session.py"])
+    return "[profile.%s]\n" % name + "".join("%s = %s\n" % (k, toml_value(v)) for k, v in t.items())
+
+
+@pytest.mark.parametrize("text, where, why", [
+    (profile_text(lib=["tinymqtt/cli_debug.py"]), "profile.small] lib", "host-only"),
+    (profile_text(lib=["tinymqtt/nothing.py"]), "profile.small] lib", "does not exist"),
+    (profile_text(leaves="x"), "profile.small] leaves", "unknown key"),
+    (profile_text(out_size="1k"), "profile.small] out_size", "must be an integer"),
+    (profile_text(leaves_out="aio"), "profile.small] leaves_out", "must be a list of strings"),
+])
+def test_profile_errors_name_the_profile_and_the_key(text, where, why):
+    msg = error(profile_text("full", lib=["tinymqtt/session.py"]) + text + board_text(drop=["lib"]))
+    assert msg.startswith("boards.toml: [%s: " % where) and why in msg, msg
+
+
+def test_a_board_without_lib_takes_the_full_profile_and_a_profile_its_options():
+    text = profile_text("full", lib=["tinymqtt/session.py"]) + profile_text(
+        "small", lib=["tinymqtt/client.py"], out_size=1024) + board_text(drop=["lib"])
+    (b,) = boards.parse(text).values()
+    assert b.lib == ["tinymqtt/session.py"] and b.profile == "full"
+    p = boards.parse_profiles(text)["small"]
+    assert p.lib == ["tinymqtt/client.py"] and p.session == {"out_size": 1024}
+    assert "missing (and no [profile.full]" in error(board_text(drop=["lib"]))
+    assert "no [profile.full]" in error(profile_text("small") + board_text())

@@ -63,7 +63,7 @@ def maybe_props(v, ptype):
 
 
 def reasons(t, v):
-    return st.sampled_from(list(K.REASONS[t])) if v == V5 else st.just(0)
+    return st.sampled_from(list(P.REASONS[t])) if v == V5 else st.just(0)
 
 
 @st.composite
@@ -137,7 +137,7 @@ def unsubscribe(draw, v):
 @st.composite
 def suback(draw, v, t):
     if v == V5:
-        codes = st.sampled_from(list(K.REASONS[t]))
+        codes = st.sampled_from(list(P.REASONS[t]))
     elif t == K.UNSUBACK:
         return Packet(t, pid=draw(pid))
     else:

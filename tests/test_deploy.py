@@ -216,8 +216,9 @@ class FakeMpremote:
     code really runs (under CPython, against the folder, with the board's version, platform and free space)."""
 
     def __init__(self, root, version=(1, 27, 0), platform="esp32", free=2_000_000, devices=("/dev/ttyUSB0",),
-                 hashlib=True, fail_cp=None):
+                 hashlib=True, fail_cp=None, romfs=None):
         self.root = str(root)
+        self.romfs = romfs  # bytes in its ROMFS partition; None: firmware without ROMFS
         os.makedirs(self.root, exist_ok=True)
         self.version, self.platform, self.free = version, platform, free
         self.devices, self.hashlib, self.fail_cp = devices, hashlib, fail_cp
@@ -243,6 +244,16 @@ class FakeMpremote:
             shutil.copy(rest[2], path)
             self.copied.append(dest)
             return 0, "cp %s :%s\n" % (rest[2], dest)
+        if rest[:2] == ["romfs", "query"]:
+            if self.romfs is None:
+                return 0, "ROMFS is not enabled on this device\n"
+            return 0, "ROMFS0 partition has size %d bytes (%d blocks of 4096 bytes each)\n" % (self.romfs, self.romfs // 4096)
+        if rest[:3] == ["romfs", "--no-mpy", "deploy"]:
+            shutil.rmtree(os.path.join(self.root, "rom"), ignore_errors=True)
+            shutil.copytree(rest[3], os.path.join(self.root, "rom"))
+            self.copied.append("ROMFS")
+            return 0, "Image size is %d bytes\nROMFS image deployed\n" % sum(len(open(os.path.join(d, f), "rb").read())
+                                                                         for d, _, fs in os.walk(rest[3]) for f in fs)
         if rest[0] == "soft-reset":
             self.started.append((rest[1:], follow))
             return 0, ""
@@ -299,6 +310,36 @@ def test_device_first_deploy_copies_everything_then_only_changes(tmp_path):
     rc, out, err = device_deploy(fake, "--set", "PERIOD_MS=1000", app="examples/command.py")
     assert rc == 0 and fake.copied == ["command.mpy", "main.py", ".tinymqtt.json"]
     assert "telemetry.mpy" not in fake.files() and "removing 1 stale" in out
+
+
+def test_device_romfs_holds_the_library_where_the_firmware_has_one(tmp_path):
+    fake = FakeMpremote(tmp_path / "board", romfs=256 * 1024)
+    rc, out, err = device_deploy(fake, "--romfs", "--profile", "mqtt311", app="examples/sensor.py")
+    assert rc == 0, err
+    files = fake.files()
+    rom = [f for f in files if f.startswith("rom/")]
+    assert rom and all(f.startswith("rom/lib/") for f in rom) and not [f for f in files if f.startswith("lib/")]
+    assert "rom/lib/tinymqtt/session.mpy" in rom and "rom/lib/tinymqtt_port.mpy" in rom
+    assert fake.copied[0] == "ROMFS" and "library and port go to the ROMFS partition" in out
+    assert {"main.py", "config.py", "sensor.mpy"} <= set(files), "the app and its settings stay on the filesystem"
+    fake.copied.clear()
+    assert device_deploy(fake, "--romfs", "--profile", "mqtt311", app="examples/sensor.py")[0] == 0
+    assert fake.copied == [".tinymqtt.json"], "an unchanged library leaves the image alone"
+    fake.copied.clear()  # back to a plain copy: the old image would shadow /lib, so it is emptied
+    assert device_deploy(fake, "--profile", "mqtt311", app="examples/sensor.py")[0] == 0
+    assert fake.copied[0] == "ROMFS" and not [f for f in fake.files() if f.startswith("rom/")]
+    assert "lib/tinymqtt/session.mpy" in fake.files()
+
+
+@pytest.mark.parametrize("romfs, why", [(None, "no ROMFS partition"), (8192, "smaller than")])
+def test_device_romfs_falls_back_to_a_plain_copy(tmp_path, romfs, why):
+    fake = FakeMpremote(tmp_path / "board", romfs=romfs)
+    rc, out, err = device_deploy(fake, "--romfs")
+    assert rc == 0, err
+    assert why in out and "copying the files instead" in out and "ROMFS" not in fake.copied
+    assert "lib/tinymqtt/session.mpy" in fake.files()
+    rc, out, err = run("--board", "esp32", "--app", "examples/telemetry.py", "--romfs", "--target", str(tmp_path / "t"))
+    assert rc == 1 and "use it with --device, not --target" in err
 
 
 def tree_of_target(path, *argv):

@@ -1,5 +1,7 @@
-# Reads boards.toml (one table per board) and checks every key, so a typo fails here with the board and
-# the key named, not later on a device. load() -> {name: Board}; python -m tools.boards lists them.
+# Reads boards.toml (one table per board, [profile.NAME] file sets) and checks every key, so a typo fails here
+# with the board and the key named, not later on a device. load() -> {name: Board}; profiles() -> {name: Profile};
+# get(board, profile=NAME) -> the Board with that profile's files; python -m tools.boards lists them.
+import dataclasses
 import difflib
 import os
 import re
@@ -37,6 +39,8 @@ class Board:
     keepalive: int
     wlan: bool
     config: dict = field(default_factory=dict)  # extra config.py values
+    profile: str = "full"  # the profile whose files `lib` holds
+    short_errors: bool = False  # library error text becomes "module:line" in the .mpy (tools/deploy/shorten.py)
 
     @property
     def port_module(self):
@@ -51,8 +55,7 @@ class Board:
 
     def session_options(self):
         """What config.SESSION holds: the Session options sized for this board."""
-        return {k: getattr(self, k) for k in ("max_packet_size", "out_size", "max_inflight", "receive_maximum",
-                                             "topic_alias_maximum", "keepalive")}
+        return {k: getattr(self, k) for k in SESSION_KEYS}
 
     def version_text(self):
         return ".".join(map(str, self.micropython))
@@ -105,7 +108,7 @@ KEYS = {
     "platform": (_str, True),
     "micropython": (_version, True),
     "mpy_cross": (_str_list, True),
-    "lib": (_str_list, True),
+    "lib": (_str_list, False),
     "heap_budget": (_int(8192, 1 << 30), True),
     "max_packet_size": (_int(128, 268435455), True),
     "out_size": (_int(128, 268435455), True),
@@ -114,6 +117,7 @@ KEYS = {
     "topic_alias_maximum": (_int(0, 65535), True),
     "keepalive": (_int(0, 65535), True),
     "wlan": (_bool, True),
+    "short_errors": (_bool, False),
     "config": (_config, False),
 }
 
@@ -122,7 +126,59 @@ def _fail(path, board, key, why):
     raise BoardError("%s: [%s] %s: %s" % (os.path.relpath(path) if os.path.isabs(path) else path, board, key, why))
 
 
-def _check_board(path, name, t, repo):
+DEFAULT_PROFILE = "full"
+SESSION_KEYS = ("max_packet_size", "out_size", "max_inflight", "receive_maximum", "topic_alias_maximum", "keepalive")
+
+
+@dataclass
+class Profile:
+    name: str
+    description: str
+    lib: list  # library modules, paths under lib/
+    leaves_out: list  # what a board on this profile cannot do, in words
+    session: dict = field(default_factory=dict)  # Session options that replace the board's (smaller buffers)
+
+
+def _check_lib(path, name, lib, repo):
+    for m in lib:
+        if m in HOST_ONLY or m.startswith("tinymqtt/cli_"):
+            _fail(path, name, "lib", "%s is host-only (the CLI): a board never gets it" % m)
+        if not m.endswith(".py") or not os.path.isfile(os.path.join(repo, "lib", m)):
+            _fail(path, name, "lib", "lib/%s does not exist" % m)
+
+
+def _check_profiles(path, t, repo):
+    if not isinstance(t, dict) or not t:
+        raise BoardError("%s: [profile] must hold [profile.NAME] tables" % path)
+    out = {}
+    for name, p in t.items():
+        where = "profile." + name
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not isinstance(p, dict):
+            raise BoardError("%s: [%s]: a profile is a table named with lower-case letters, digits and _"
+                             % (path, where))
+        for key in p:
+            if key not in ("description", "lib", "leaves_out") + SESSION_KEYS:
+                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out and Session "
+                      "options: %s)" % ", ".join(SESSION_KEYS))
+            if key in SESSION_KEYS:
+                why = KEYS[key][0](p[key])
+                if why:
+                    _fail(path, where, key, why)
+        if "lib" not in p:
+            _fail(path, where, "lib", "missing (a profile is its file set)")
+        for key in ("lib", "leaves_out"):
+            why = _str_list(p.get(key, []))
+            if why and p.get(key) != []:
+                _fail(path, where, key, why)
+        _check_lib(path, where, p["lib"], repo)
+        out[name] = Profile(name, p.get("description", name), list(p["lib"]), list(p.get("leaves_out", [])),
+                            {k: p[k] for k in SESSION_KEYS if k in p})
+    if DEFAULT_PROFILE not in out:
+        raise BoardError("%s: no [profile.%s] (the file set a board gets by default)" % (path, DEFAULT_PROFILE))
+    return out
+
+
+def _check_board(path, name, t, repo, profiles=None):
     if not isinstance(t, dict):
         raise BoardError("%s: [%s] must be a table of settings, got %r" % (path, name, t))
     for key in t:
@@ -145,11 +201,10 @@ def _check_board(path, name, t, repo):
             _fail(path, name, "support", "%s does not exist" % p)
         if not p.endswith(".py"):
             _fail(path, name, "support", "%s is not a .py module" % p)
-    for m in t["lib"]:
-        if m in HOST_ONLY or m.startswith("tinymqtt/cli_"):
-            _fail(path, name, "lib", "%s is host-only (the CLI): a board never gets it" % m)
-        if not m.endswith(".py") or not os.path.isfile(os.path.join(repo, "lib", m)):
-            _fail(path, name, "lib", "lib/%s does not exist" % m)
+    if "lib" in t:
+        _check_lib(path, name, t["lib"], repo)
+    elif not profiles:
+        _fail(path, name, "lib", "missing (and no [profile.%s] to take it from)" % DEFAULT_PROFILE)
     for f in t["mpy_cross"]:
         if f.startswith("-march="):
             if f[7:] not in ARCHES:
@@ -166,10 +221,12 @@ def _check_board(path, name, t, repo):
     return Board(
         name=name, description=t.get("description", name), port=port, support=list(t.get("support", [])),
         platform=t["platform"], micropython=tuple(int(x) for x in (t["micropython"] + ".0").split(".")[:3]),
-        mpy_cross=list(t["mpy_cross"]), lib=list(t["lib"]), heap_budget=t["heap_budget"],
+        mpy_cross=list(t["mpy_cross"]),
+        lib=list(t["lib"] if "lib" in t else profiles[DEFAULT_PROFILE].lib), heap_budget=t["heap_budget"],
         max_packet_size=t["max_packet_size"], out_size=t["out_size"], max_inflight=t["max_inflight"],
         receive_maximum=t["receive_maximum"], topic_alias_maximum=t["topic_alias_maximum"],
-        keepalive=t["keepalive"], wlan=t["wlan"], config=dict(t.get("config", {})))
+        keepalive=t["keepalive"], wlan=t["wlan"], config=dict(t.get("config", {})),
+        short_errors=t.get("short_errors", False))
 
 
 def parse(text, path="boards.toml", repo=REPO):
@@ -180,12 +237,21 @@ def parse(text, path="boards.toml", repo=REPO):
         raise BoardError("%s: not valid TOML: %s" % (path, e)) from None
     if not data:
         raise BoardError("%s: no boards (add a [NAME] table per board)" % path)
+    profiles = _check_profiles(path, data.pop("profile"), repo) if "profile" in data else None
+    if not data:
+        raise BoardError("%s: no boards (add a [NAME] table per board)" % path)
     boards = {}
     for name, t in data.items():
         if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
             raise BoardError("%s: [%s]: a board name is lower-case letters, digits and _" % (path, name))
-        boards[name] = _check_board(path, name, t, repo)
+        boards[name] = _check_board(path, name, t, repo, profiles)
     return boards
+
+
+def parse_profiles(text, path="boards.toml", repo=REPO):
+    """{name: Profile} from TOML text ({} when it declares none)."""
+    data = tomllib.loads(text)
+    return _check_profiles(path, data["profile"], repo) if "profile" in data else {}
 
 
 def load(path=DEFAULT_PATH, repo=REPO):
@@ -197,11 +263,25 @@ def load(path=DEFAULT_PATH, repo=REPO):
     return parse(text, path, repo)
 
 
-def get(name, path=DEFAULT_PATH):
+def profiles(path=DEFAULT_PATH, repo=REPO):
+    load(path, repo)  # every check, with the boards' errors first
+    with open(path, encoding="utf-8") as f:
+        return parse_profiles(f.read(), path, repo)
+
+
+def get(name, path=DEFAULT_PATH, profile=None):
+    """The board; with profile, its lib is that profile's file set (full: the board's own lib)."""
     boards = load(path)
     if name not in boards:
         raise BoardError("%s: no board %r (boards: %s)" % (path, name, ", ".join(sorted(boards))))
-    return boards[name]
+    board = boards[name]
+    if profile in (None, board.profile):
+        return board
+    known = profiles(path)
+    if profile not in known:
+        raise BoardError("%s: no profile %r (profiles: %s)" % (path, profile, ", ".join(sorted(known))))
+    p = known[profile]
+    return dataclasses.replace(board, lib=list(p.lib), profile=profile, **p.session)
 
 
 def main(argv=None):
@@ -213,6 +293,8 @@ def main(argv=None):
     for b in boards.values():
         print("%-8s %-14s MicroPython >= %-7s %-18s %s" % (b.name, b.port, b.version_text(),
                                                             " ".join(b.mpy_cross) or "(bytecode)", b.description))
+    for p in profiles().values():
+        print("profile %-8s %2d modules  %s" % (p.name, len(p.lib), p.description))
     return 0
 
 

@@ -14,6 +14,18 @@ LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # th
 
 
 def default_port():
+    """The board's port module, tinymqtt_port (ports/NAME/tinymqtt_port.py; a client takes any object with the
+    same functions as port_impl). The port contract, the only one there is:
+      network_up(timeout_ms=0) -> True once the board is on the network (WLAN joined), else raises.
+      ticks_ms() -> milliseconds that wrap at 2**30, like MicroPython's time.ticks_ms().
+      open(host, port, tls) -> a blocking transport: write(buf, n) writes buf[:n] whole or raises;
+        readinto(buf, off, timeout_ms) -> bytes read into buf[off:] (0: none within timeout_ms), raises
+        ConnectionLost when the peer closed; close().          (the blocking client)
+      open_stream(host, port, tls) -> awaitable of a stream: write(buf, n) queues buf[:n], drain() awaits it,
+        readinto(buf, off) awaits and returns bytes read (0: nothing whole yet), raises ConnectionLost when
+        the peer closed; close().                             (the asyncio client)
+    tls: None for plain TCP, else True, a dict of options (cafile, server_hostname...) or an SSLContext.
+    Failures raise OSError or ConnectionLost (LINK_ERRORS below), which end the connection."""
     import tinymqtt_port  # the board's (or Linux's) port module, deployed next to the library
     return tinymqtt_port
 

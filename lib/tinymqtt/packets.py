@@ -1,10 +1,24 @@
-# Every control packet of MQTT 3.1 (level 3), 3.1.1 (level 4) and 5.0 (level 5), in both directions:
-# encode into a caller-owned buffer (one pass to size, one to write: no allocation), decode from a
+# The client half of MQTT 3.1 (level 3), 3.1.1 (level 4) and 5.0 (level 5): encode what a client sends into a
+# caller-owned buffer (one pass to size, one to write: no allocation), decode what a server sends from a
 # memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
-# is a memoryview into the caller's buffer, valid until that buffer is reused.
+# is a memoryview into the caller's buffer, valid until that buffer is reused. The server half (CONNECT,
+# SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
+# MQTT 5 properties (props.py) load at the first v5 packet, so a 3.1.1 client never imports them.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import Reader, put_u8, put_u16, put_vbi, put_str, vbi_len, MAX_VBI
-from tinymqtt import props as P
+
+P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
+
+
+def v5():
+    """The MQTT 5 properties module, imported on first use; a build without it (profile mqtt311) refuses v5."""
+    global P
+    if P is None:
+        try:
+            from tinymqtt import props as P
+        except ImportError:
+            raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)") from None
+    return P
 
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 8, 9, 10, 11, 12, 13, 14, 15
@@ -13,18 +27,6 @@ NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBRE
 V31, V311, V5 = 3, 4, 5
 MAX_PACKET = 5 + MAX_VBI  # the largest packet the protocol can express
 
-# The reason codes each v5 packet may carry (spec 2.4); anything else is a Protocol Error.
-_PUB_RC = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
-_REL_RC = b"\x00\x92"
-REASONS = {
-    CONNACK: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",
-    PUBACK: _PUB_RC, PUBREC: _PUB_RC, PUBREL: _REL_RC, PUBCOMP: _REL_RC,
-    SUBACK: b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2",
-    UNSUBACK: b"\x00\x11\x80\x83\x87\x8f\x91",
-    DISCONNECT: b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c"
-                b"\x9d\x9e\x9f\xa0\xa1\xa2",
-    AUTH: b"\x00\x18\x19",
-}
 _V3_SUBACK = (b"\x00\x01\x02", b"\x00\x01\x02\x80")  # 3.1, 3.1.1
 _FLAGS_0010 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)  # fixed header flags 0010; a tuple literal of names would allocate
 
@@ -32,8 +34,6 @@ _FLAGS_0010 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)  # fixed header flags 0010; a tup
 class Packet:
     """One control packet. Defaults live on the class, so a packet holds only the fields it sets.
     A Will is a Packet(PUBLISH) with topic, payload, qos, retain and props."""
-    FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
-              "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
     type = 0
     pid = 0
     reason = 0
@@ -59,33 +59,6 @@ class Packet:
         for k in fields:
             setattr(self, k, fields[k])
 
-    def __eq__(self, other):
-        if not isinstance(other, Packet):
-            return False
-        for f in self.FIELDS:
-            a, b = getattr(self, f), getattr(other, f)
-            if isinstance(a, memoryview):
-                a = bytes(a)
-            if isinstance(b, memoryview):
-                b = bytes(b)
-            if a != b:
-                return False
-        return True
-
-    def __repr__(self):
-        out = [NAMES[self.type] if 0 <= self.type < 16 else str(self.type)]
-        for f in self.FIELDS[1:]:
-            v = getattr(self, f)
-            if v != getattr(Packet, f):
-                if f == "password":
-                    v = "***"  # credentials never reach logs
-                elif f == "props" and 0x16 in v:  # nor Authentication Data (a token, a SCRAM proof...)
-                    v = dict(v)
-                    v[0x16] = "***"
-                elif isinstance(v, memoryview):
-                    v = bytes(v)
-                out.append("%s=%r" % (f, v))
-        return "<" + " ".join(out) + ">"
 
 
 def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
@@ -132,8 +105,11 @@ def decode(mv, version=V5):
             flags &= 6 if want else 0
         if flags != want:
             raise malformed("%s fixed header flags must be %s, got %s" % (NAMES[t], bin(want), bin(flags)))
+    body = _DECODE[t]
+    if body is None:
+        raise protocol_error("a server never sends %s" % NAMES[t])
     p = Packet(t)
-    _DECODE[t](r, p, flags, version)
+    body(r, p, flags, version)
     if r.pos != n:
         raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
     return p
@@ -146,47 +122,15 @@ def _pid(r):
     return v
 
 
-def _reason(r, p, allowed):
+def _reason(r, p):  # v5 only: the reason codes p's type may carry are in props.REASONS
     c = r.u8("reason code")
-    if c not in allowed:
+    if c not in v5().REASONS[p.type]:
         raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[p.type]))
     p.reason = c
 
 
 def _props(r, p, t):
-    p.props = P.read(r, t) or None
-
-
-def _d_connect(r, p, flags, v):
-    name, level = r.str("protocol name"), r.u8("protocol level")
-    if not ((name == "MQIsdp" and level == V31) or (name == "MQTT" and V311 <= level <= V5)):
-        raise RemoteProtocolError(0x84, "unsupported protocol %r level %d" % (name, level))
-    p.version = v = level
-    f = r.u8("connect flags")
-    if f & 1:
-        raise malformed("reserved CONNECT flag (bit 0) is set")
-    wq = f >> 3 & 3
-    if wq == 3:
-        raise malformed("Will QoS 3")
-    if not f & 4 and f & 0x38:
-        raise malformed("Will QoS or Will Retain set without the Will flag")
-    if v < V5 and f & 0x40 and not f & 0x80:
-        raise malformed("password without a user name")
-    p.clean = bool(f & 2)
-    p.keepalive = r.u16("keep alive")
-    if v == V5:
-        _props(r, p, CONNECT)
-    p.client_id = r.str("client identifier")
-    if f & 4:
-        w = p.will = Packet(PUBLISH, qos=wq, retain=bool(f & 0x20))
-        if v == V5:
-            _props(r, w, P.WILL)
-        w.topic = r.str("will topic")
-        w.payload = r.bin("will payload")
-    if f & 0x80:
-        p.username = r.str("user name")
-    if f & 0x40:
-        p.password = r.bin("password")
+    p.props = v5().read(r, t) or None
 
 
 def _d_connack(r, p, flags, v):
@@ -197,7 +141,7 @@ def _d_connack(r, p, flags, v):
         raise malformed("reserved CONNACK flag bits set: %s" % bin(f))
     p.session_present = bool(f & 1)
     if v == V5:
-        _reason(r, p, REASONS[CONNACK])
+        _reason(r, p)
         _props(r, p, CONNACK)
     else:
         p.reason = r.u8("connect return code")
@@ -221,7 +165,7 @@ def _d_publish(r, p, flags, v):
         p.pid = _pid(r)
     if v == V5:
         _props(r, p, PUBLISH)
-    if not t and not (p.props and P.TOPIC_ALIAS in p.props):
+    if not t and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
         raise protocol_error("empty topic name without a topic alias")
     p.payload = r.rest()
 
@@ -229,38 +173,9 @@ def _d_publish(r, p, flags, v):
 def _d_ack(r, p, flags, v):  # PUBACK, PUBREC, PUBREL, PUBCOMP: short forms of length 2 and 3 in v5
     p.pid = _pid(r)
     if v == V5 and r.more():
-        _reason(r, p, REASONS[p.type])
+        _reason(r, p)
         if r.more():
             _props(r, p, p.type)
-
-
-def _d_subscribe(r, p, flags, v):
-    p.pid = _pid(r)
-    if v == V5:
-        _props(r, p, SUBSCRIBE)
-    p.topics = []
-    while r.more():
-        f, o = r.str("topic filter"), r.u8("subscription options")
-        if o & (0xC0 if v == V5 else 0xFC):
-            raise malformed("reserved subscription option bits set for %r" % f)
-        if o & 3 == 3:  # v5 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3-8.3-4]: malformed
-            raise (protocol_error if v == V5 else malformed)("subscription QoS 3 for %r" % f)
-        if o >> 4 & 3 == 3:
-            raise protocol_error("retain handling 3 for %r" % f)
-        p.topics.append((f, o))
-    if not p.topics:
-        raise protocol_error("SUBSCRIBE without a topic filter")
-
-
-def _d_unsubscribe(r, p, flags, v):
-    p.pid = _pid(r)
-    if v == V5:
-        _props(r, p, UNSUBSCRIBE)
-    p.topics = []
-    while r.more():
-        p.topics.append(r.str("topic filter"))
-    if not p.topics:
-        raise protocol_error("UNSUBSCRIBE without a topic filter")
 
 
 def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is the packet id alone)
@@ -269,7 +184,7 @@ def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is th
         return
     if v == V5:
         _props(r, p, p.type)
-    allowed = REASONS[p.type] if v == V5 else _V3_SUBACK[v - V31]
+    allowed = v5().REASONS[p.type] if v == V5 else _V3_SUBACK[v - V31]
     p.codes = []
     while r.more():
         c = r.u8()
@@ -282,13 +197,14 @@ def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is th
 
 def _d_empty(r, p, flags, v):  # PINGREQ, PINGRESP; DISCONNECT and AUTH in v5 may carry reason + props
     if v == V5 and r.more() and p.type >= DISCONNECT:
-        _reason(r, p, REASONS[p.type])
+        _reason(r, p)
         if r.more():
             _props(r, p, p.type)
 
 
-_DECODE = (None, _d_connect, _d_connack, _d_publish, _d_ack, _d_ack, _d_ack, _d_ack, _d_subscribe, _d_suback,
-           _d_unsubscribe, _d_suback, _d_empty, _d_empty, _d_empty, _d_empty)
+# By packet type; None: a server never sends it (tinymqtt/cli_codec.py fills these in on hosts).
+_DECODE = [None, None, _d_connack, _d_publish, _d_ack, _d_ack, _d_ack, _d_ack, None, _d_suback,
+           None, _d_suback, _d_empty, _d_empty, _d_empty, _d_empty]
 
 
 # ---------------------------------------------------------------- encoding
@@ -319,7 +235,7 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x95, "a topic of %d bytes exceeds 65535" % tl)
     n = 2 + tl + pl + (2 if qos else 0)
     if version == V5:
-        n += P.block_len(props, PUBLISH, extra)
+        n += v5().block_len(props, PUBLISH, extra)
     pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
     # Every publish passes here: the fields are written in place, without a call per field.
     buf[pos] = tl >> 8
@@ -332,9 +248,9 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         buf[pos + 1] = pid & 0xFF
         pos += 2
     if version == V5:
-        pos = P.put(buf, pos, props, PUBLISH, extra)
+        pos = P.put(buf, pos, props, PUBLISH, extra)  # P: loaded by the v5() just above
         if alias:
-            pos = put_u16(buf, put_u8(buf, pos, P.TOPIC_ALIAS), alias)
+            pos = put_u16(buf, put_u8(buf, pos, 0x23), alias)  # 0x23: Topic Alias
     buf[pos:pos + pl] = payload
     return pos + pl - off
 
@@ -347,6 +263,8 @@ def encode(buf, p, version=V5, off=0):
     if not 0 < t < 16 or (t == AUTH and version < V5):
         raise LocalProtocolError(0x82, "no packet type %d in MQTT level %d" % (t, version))
     body = _ENCODE[t]
+    if body is None:
+        raise LocalProtocolError(0x82, "a client never sends %s" % NAMES[t])
     n = body(None, 0, p, version)
     pos = _header(buf, off, t << 4 | (2 if t in _FLAGS_0010 else 0), n)
     return body(buf, pos, p, version) - off
@@ -372,11 +290,11 @@ def _e_connect(b, pos, p, v):
     pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
     pos = put_u16(b, put_u8(b, put_u8(b, pos, v), f), p.keepalive)
     if v == V5:
-        pos = P.put(b, pos, p.props, CONNECT)
+        pos = v5().put(b, pos, p.props, CONNECT)
     pos = put_str(b, pos, p.client_id)
     if w:
         if v == V5:
-            pos = P.put(b, pos, w.props, P.WILL)
+            pos = P.put(b, pos, w.props, P.WILL)  # P: loaded for the CONNECT's own properties
         pos = put_str(b, put_str(b, pos, w.topic), w.payload)
     if p.username is not None:
         pos = put_str(b, pos, p.username)
@@ -385,25 +303,20 @@ def _e_connect(b, pos, p, v):
     return pos
 
 
-def _e_connack(b, pos, p, v):
-    pos = put_u8(b, put_u8(b, pos, bool(p.session_present)), p.reason)
-    return P.put(b, pos, p.props, CONNACK) if v == V5 else pos
-
-
 def _e_ack(b, pos, p, v):  # PUBACK..PUBCOMP, and DISCONNECT/AUTH (no pid): the shortest form that says it all
     if p.type < DISCONNECT:
         pos = put_u16(b, pos, _need_pid(p))
     if v == V5 and (p.reason or p.props):
         pos = put_u8(b, pos, p.reason)
         if p.props:
-            pos = P.put(b, pos, p.props, p.type)
+            pos = v5().put(b, pos, p.props, p.type)
     return pos
 
 
 def _e_subscribe(b, pos, p, v):  # SUBSCRIBE and UNSUBSCRIBE
     pos = put_u16(b, pos, _need_pid(p))
     if v == V5:
-        pos = P.put(b, pos, p.props, p.type)
+        pos = v5().put(b, pos, p.props, p.type)
     if not p.topics:
         raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[p.type])
     for t in p.topics:
@@ -414,20 +327,10 @@ def _e_subscribe(b, pos, p, v):  # SUBSCRIBE and UNSUBSCRIBE
     return pos
 
 
-def _e_suback(b, pos, p, v):  # SUBACK and UNSUBACK
-    pos = put_u16(b, pos, _need_pid(p))
-    if v < V5 and p.type == UNSUBACK:
-        return pos
-    if v == V5:
-        pos = P.put(b, pos, p.props, p.type)
-    for c in p.codes:
-        pos = put_u8(b, pos, c)
-    return pos
-
-
 def _e_empty(b, pos, p, v):
     return _e_ack(b, pos, p, v) if p.type >= DISCONNECT else pos
 
 
-_ENCODE = (None, _e_connect, _e_connack, None, _e_ack, _e_ack, _e_ack, _e_ack, _e_subscribe, _e_suback,
-           _e_subscribe, _e_suback, _e_empty, _e_empty, _e_empty, _e_empty)
+# By packet type; None: a client never sends it.
+_ENCODE = [None, _e_connect, None, None, _e_ack, _e_ack, _e_ack, _e_ack, _e_subscribe, None,
+           _e_subscribe, None, _e_empty, _e_empty, _e_empty, _e_empty]

@@ -37,6 +37,19 @@ BYTE, BOOL, U16, U32, VBI, STR, BIN, PAIR = 1, 2, 3, 4, 5, 6, 7, 8
 
 # Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
 WILL = 0
+
+# The reason codes each v5 packet may carry (spec 2.4), by packet type; anything else is a Protocol Error.
+_PUB_RC = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
+_REL_RC = b"\x00\x92"
+REASONS = {
+    2: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",  # CONNACK
+    4: _PUB_RC, 5: _PUB_RC, 6: _REL_RC, 7: _REL_RC,  # PUBACK, PUBREC, PUBREL, PUBCOMP
+    9: b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2",  # SUBACK
+    11: b"\x00\x11\x80\x83\x87\x8f\x91",  # UNSUBACK
+    14: b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c"
+        b"\x9d\x9e\x9f\xa0\xa1\xa2",  # DISCONNECT
+    15: b"\x00\x18\x19",  # AUTH
+}
 _CONNECT, _CONNACK, _PUBLISH, _SUBSCRIBE, _DISCONNECT, _AUTH = 2, 4, 8, 256, 16384, 32768
 _W = 1
 # PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH

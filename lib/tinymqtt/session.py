@@ -13,14 +13,43 @@
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
 from tinymqtt.errors import (MQTTError, LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost,
                              malformed, protocol_error)
-from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, NAMES, V5, CONNECT, CONNACK,
+from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, v5, NAMES, V5, CONNECT, CONNACK,
                               PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
                               UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
 from tinymqtt.inflight import Inflight, QUEUED, SENT, RELEASED, RELQ, CONTROL
-from tinymqtt.aliases import TopicAliases
 from tinymqtt.topic import validate_name, validate_filter, matches
-from tinymqtt import props as P
 from tinymqtt.wire import vbi_len
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+# The MQTT 5 property identifiers the session reads and writes (tinymqtt.props names them all). Constants
+# here, so a 3.1.1 client never imports props or aliases: both load with the first v5 packet that needs them.
+_SUBSCRIPTION_IDENTIFIER = const(0x0B)
+_SESSION_EXPIRY_INTERVAL = const(0x11)
+_ASSIGNED_CLIENT_IDENTIFIER = const(0x12)
+_SERVER_KEEP_ALIVE = const(0x13)
+_AUTHENTICATION_METHOD = const(0x15)
+_REASON_STRING = const(0x1F)
+_RECEIVE_MAXIMUM = const(0x21)
+_TOPIC_ALIAS_MAXIMUM = const(0x22)
+_TOPIC_ALIAS = const(0x23)
+_MAXIMUM_QOS = const(0x24)
+_RETAIN_AVAILABLE = const(0x25)
+_MAXIMUM_PACKET_SIZE = const(0x27)
+_WILDCARD_SUBSCRIPTION_AVAILABLE = const(0x28)
+_SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
+_SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
+
+
+class _NoAliases:  # what a connection without outbound topic aliases has (lookup() is never called then)
+    max = 0
+
+
+_NO_ALIASES = _NoAliases()
 
 try:
     import sys
@@ -52,6 +81,8 @@ class Session:
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
                  topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
+        if version == V5:
+            v5()  # MQTT 5 loads its properties module now; a build without it (profile mqtt311) refuses here
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.props = username, password, props
         self.keepalive, self.session_expiry = keepalive, session_expiry
@@ -72,7 +103,7 @@ class Session:
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
         self.flights = Inflight(max_inflight)
-        self.aliases = TopicAliases()
+        self.aliases = _NO_ALIASES
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> (type, filters, props)
@@ -103,15 +134,21 @@ class Session:
 
     def _limits(self, pr):
         # The server's limits from CONNACK properties, with the spec's defaults when absent.
-        self.server_receive_maximum = pr.get(P.RECEIVE_MAXIMUM, 65535)
-        self.max_qos = pr.get(P.MAXIMUM_QOS, 2)
-        self.retain_available = pr.get(P.RETAIN_AVAILABLE, 1)
-        self.server_max_packet = pr.get(P.MAXIMUM_PACKET_SIZE, 268435460)
-        self.wildcards_available = pr.get(P.WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
-        self.sub_ids_available = pr.get(P.SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
-        self.shared_available = pr.get(P.SHARED_SUBSCRIPTION_AVAILABLE, 1)
-        self.keepalive_ms = pr.get(P.SERVER_KEEP_ALIVE, self.keepalive) * 1000
-        self.aliases.reset(min(pr.get(P.TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum))
+        self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
+        self.max_qos = pr.get(_MAXIMUM_QOS, 2)
+        self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
+        self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
+        self.wildcards_available = pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
+        self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
+        self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
+        self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
+        n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
+        if n:  # a v5 server granted aliases: a new set for this connection
+            from tinymqtt.aliases import TopicAliases
+            self.aliases = TopicAliases()
+            self.aliases.reset(n)
+        else:
+            self.aliases = _NO_ALIASES
 
     def connect(self, now):
         """Starts a new network connection: writes CONNECT into out."""
@@ -129,12 +166,12 @@ class Session:
         if v == V5:
             pr = dict(self.props or {})
             if self.session_expiry:
-                pr[P.SESSION_EXPIRY_INTERVAL] = self.session_expiry
+                pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
             if self.receive_maximum != 65535:
-                pr[P.RECEIVE_MAXIMUM] = self.receive_maximum
-            pr[P.MAXIMUM_PACKET_SIZE] = len(self.inbuf)
+                pr[_RECEIVE_MAXIMUM] = self.receive_maximum
+            pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
             if self.topic_alias_maximum:
-                pr[P.TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
+                pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         self._send(Packet(CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
                           username=self.username, password=self.password, props=pr))
         self.state = CONNECTING
@@ -156,16 +193,16 @@ class Session:
             raise ConnectError(_V3_REFUSED.get(p.reason, 0x80), "server refused the connection (return code %d)"
                                % p.reason)
         if p.reason >= 0x80:
-            why = (p.props or {}).get(P.REASON_STRING, "")
+            why = (p.props or {}).get(_REASON_STRING, "")
             raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
         if p.session_present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
             raise protocol_error("CONNACK says session present to a clean start")
         pr = p.props or {}
         self._limits(pr)
         # The server's Session Expiry Interval replaces ours [MQTT-3.2.2.3.2]: it decides what a reconnect resumes.
-        self.expiry_granted = pr.get(P.SESSION_EXPIRY_INTERVAL, self.session_expiry)
-        if P.ASSIGNED_CLIENT_IDENTIFIER in pr:
-            self.client_id = pr[P.ASSIGNED_CLIENT_IDENTIFIER]
+        self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
+        if _ASSIGNED_CLIENT_IDENTIFIER in pr:
+            self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
         # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
         present = p.session_present or (v == 3 and not self._clean_now)
         self.session_present = present
@@ -311,7 +348,7 @@ class Session:
         # The exact size of a PUBLISH, `alias_room` bytes for a Topic Alias property included.
         n = 2 + len(t) + (2 if qos else 0) + len(payload)
         if self.version == V5:
-            n += P.block_len(props, PUBLISH, alias_room)
+            n += v5().block_len(props, PUBLISH, alias_room)
         return n + 1 + vbi_len(n)
 
     def subscribe(self, topics, props=None, handler=None):
@@ -325,7 +362,7 @@ class Session:
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
             if not self.shared_available and f.startswith("$share/"):
                 raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-        if props and P.SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
+        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         n = self._sub_len(topics, props)
         if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
@@ -355,7 +392,7 @@ class Session:
         return pid
 
     def _sub_len(self, topics, props):
-        n = 2 + (P.block_len(props, SUBSCRIBE) if self.version == V5 else 0)
+        n = 2 + (v5().block_len(props, SUBSCRIBE) if self.version == V5 else 0)
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
@@ -414,13 +451,13 @@ class Session:
     def auth(self, reason, props):
         """MQTT 5 enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
         The Authentication Method of our CONNECT (props) is added when props lack it, as the spec requires."""
-        method = (self.props or {}).get(P.AUTHENTICATION_METHOD)
+        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
         if self.version < V5 or method is None:
             raise LocalProtocolError(0x82, "enhanced authentication needs MQTT 5 and an Authentication Method "
                                            "in the CONNECT properties")
-        if P.AUTHENTICATION_METHOD not in (props or {}):
+        if _AUTHENTICATION_METHOD not in (props or {}):
             props = dict(props or {})
-            props[P.AUTHENTICATION_METHOD] = method
+            props[_AUTHENTICATION_METHOD] = method
         self._send(Packet(AUTH, reason=reason, props=props))
 
     # ------------------------------------------------------------ input
@@ -497,7 +534,7 @@ class Session:
         elif t == PINGRESP:
             self._pinging = False
         elif t == DISCONNECT:
-            if p.reason == 0x04 or P.SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
+            if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
                                                                    else "a Session Expiry Interval"))
             self.state = DISCONNECTED
@@ -528,10 +565,10 @@ class Session:
     def _on_auth(self, p):
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
         # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
-        method = (self.props or {}).get(P.AUTHENTICATION_METHOD)
+        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
         if method is None:
             raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
-        if (p.props or {}).get(P.AUTHENTICATION_METHOD) != method:
+        if (p.props or {}).get(_AUTHENTICATION_METHOD) != method:
             raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
         if p.reason == 0x19:
             raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
@@ -564,7 +601,7 @@ class Session:
         if self.version == V5:
             if i >= end:
                 return False
-            if buf[i] == 3 and i + 4 <= end and buf[i + 1] == P.TOPIC_ALIAS:
+            if buf[i] == 3 and i + 4 <= end and buf[i + 1] == _TOPIC_ALIAS:
                 alias = buf[i + 2] << 8 | buf[i + 3]
                 if not 0 < alias <= self.topic_alias_maximum:
                     return False
@@ -624,8 +661,8 @@ class Session:
     def _on_publish(self, p):
         if p is not self._msg and p.topic:
             self._remember_topic(p.topic)
-        if self.version == V5 and p.props and P.TOPIC_ALIAS in p.props:
-            a = p.props[P.TOPIC_ALIAS]
+        if self.version == V5 and p.props and _TOPIC_ALIAS in p.props:
+            a = p.props[_TOPIC_ALIAS]
             if not 0 < a <= self.topic_alias_maximum:
                 raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
             if p.topic:

@@ -6,6 +6,7 @@ from tinymqtt import packets as K
 from tinymqtt import wire
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, sub_options
 from tinymqtt.errors import MQTTError, RemoteProtocolError, LocalProtocolError
+import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 try:
     from tests.shared.checks import raises
 except ImportError:  # MicroPython, run from tests/shared

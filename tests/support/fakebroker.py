@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 
+import tinymqtt.cli_codec  # noqa: F401  a broker decodes CONNECT and encodes CONNACK
 from tinymqtt.packets import Packet, encode, decode, frame, NAMES, CONNECT, CONNACK, DISCONNECT
 
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 import time
 
-from tools.bench import codec, mp, mp_unix, report, spark_ceiling, throughput
+from tools.bench import codec, footprint, mp, mp_unix, report, spark_ceiling, throughput
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
-SECTIONS = ("throughput", "latency", "micropython", "memory", "heap", "sizes", "wire", "codec", "spark")
+SECTIONS = ("throughput", "latency", "micropython", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint")
 
 
 def parse(argv):
@@ -194,6 +194,9 @@ def main(argv=None):
     if "spark" in a.only:
         log("bench: the Spark source's ceiling, %d messages preloaded" % a.spark_n)
         res["spark"] = spark_ceiling.run_in_process(sys.executable, a.spark_n, log)
+    if "footprint" in a.only:
+        log("bench: what each profile costs a board (real MicroPython)")
+        res["footprint"] = footprint.measure(a.quick, log)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(_jsonable(res), f, indent=1)

@@ -2,6 +2,7 @@
 # this file to the board's /lib as benchcycles.py): a session driven with no transport, bytes fed into its
 # buffers in place, so whatever allocates is the library, never the harness (alloc.harness checks that).
 from tinymqtt.session import Session
+import tinymqtt.cli_codec  # noqa: F401  CONNACK is the codec's server half (never on a board)
 from tinymqtt.packets import Packet, encode, encode_publish, decode, CONNACK, PUBACK
 from tinymqtt import props as P
 

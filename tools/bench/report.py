@@ -188,8 +188,21 @@ def targets(res):
                 spread = " (rounds: %.2f–%.2f)" % (min(paired), max(paired)) if len(paired) > 1 else ""
                 out.append(("%s QoS %d ≥ %.1f × ceiling" % (LABELS[client], q, TARGET_RATIO), "%.2f%s" % (r, spread),
                             verdict(r >= TARGET_RATIO)))
+    fp = res.get("footprint")
+    if fp:  # issue 12's targets, from tools/bench/footprint.py
+        for profile, limit in (("mqtt311", 10), ("full", 20)):
+            n = sum(fp["mpy"].get(profile, {}).values())
+            out.append(("profile %s ≤ %d KB of .mpy (esp32)" % (profile, limit), kb(n), verdict(n <= limit * 1024)))
+        heap = {("tinymqtt blocking", "mqtt311"): 16, ("tinymqtt blocking", "full"): 28,
+                ("tinymqtt asyncio", "full"): 32}
+        for r in fp["rows"]:
+            limit = heap.get((r["client"], r["profile"]))
+            got = (r["wasm"] or {}).get("connected")
+            if limit:
+                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit" % (r["client"], r["profile"], limit),
+                            kb(got) if got else "not measured", verdict(got is not None and got <= limit * 1024)))
     sizes = res.get("sizes")
-    if sizes:
+    if sizes and not fp:
         for label, mods, n in sizes["sets"]:
             if label.startswith("full client"):
                 out.append(("%s ≤ 12 KB of .mpy" % label, kb(n), verdict(n <= TARGET_FULL_MPY)))
@@ -254,6 +267,9 @@ def console(res):
         parts.append("Codec and session speed per packet\n" + table(*codec_rows(res)))
     if res.get("spark"):
         parts.append("Ingest ceiling: the Spark source against a plain subscriber\n" + table(*spark_rows(res)))
+    if res.get("footprint"):
+        from tools.bench.footprint import table as footprint_table
+        parts.append("What each profile costs a board (tools/bench/footprint.py)\n" + footprint_table(res["footprint"]))
     t = targets(res)
     if t:
         parts.append("Targets\n" + table(["target", "measured", ""], [list(x) for x in t]))
@@ -440,6 +456,13 @@ def markdown(res):
     if t:
         L += ["## Targets", "", table(["target", "measured", ""], [list(x) for x in t]), ""]
         L += notes(res)
+    if res.get("footprint"):
+        from tools.bench.footprint import table as footprint_table
+        L += ["## Profiles on a board", "", "Per profile and client (boards.toml): `.mpy` bytes as deploy writes "
+              "them for the esp32 board, heap after import and when connected with the esp32 buffers on the "
+              "32-bit WebAssembly build and the 64-bit unix port, and the smallest `-X heapsize` with which the "
+              "unix port connects, subscribes, publishes and receives (see tools/bench/footprint.py).", "",
+              footprint_table(res["footprint"]), ""]
     L += ["## How to reproduce", "",
           "```", "make bench                     # installs requirements-bench.txt into .venv-bench, then runs:",
           "python -m tools.bench          # everything; writes docs/benchmarks.md and docs/benchmarks.png",

@@ -24,6 +24,8 @@ SECRET = re.compile(r"PASSWORD|SECRET|TOKEN|SSID|PRIVATE|_KEY$")
 MASK = "********"
 RESERVED = ("main", "boot", "config", "tinymqtt", "tinymqtt_port", "tinymqtt_board")
 FLASH_MARGIN = 8192  # bytes left free on the board's filesystem after a deploy
+ROM = "rom/"  # files in the ROMFS image, mounted at /rom (MicroPython 1.25+): bytecode runs from flash
+ROMFS_OVERHEAD = 64  # generous bytes of ROMFS header per file and folder
 
 
 class DeployError(Exception):
@@ -105,6 +107,20 @@ def compile_mpy(path, name, flags, tmp):
         return f.read()
 
 
+def library_mpy(board, path, name, tmp):
+    """The .mpy of a library module for the board: with short_errors, compiled from tools/deploy/shorten.py's
+    copy (error text "module:line"); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
+    if board.short_errors and name.startswith("tinymqtt/"):
+        from tools.deploy.shorten import shorten
+        with open(path, encoding="utf-8") as f:
+            text = shorten(f.read(), name[9:-3])
+        os.makedirs(os.path.join(tmp, "short"), exist_ok=True)
+        path = os.path.join(tmp, "short", os.path.basename(name))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return compile_mpy(path, name, board.mpy_cross, tmp)
+
+
 def config_values(board, broker="127.0.0.1", port=1883, client_id=None, secrets=None, extra=None, seed=""):
     """What config.py holds, in order: where the broker is, who we are, the board's sizes, then secrets."""
     if client_id is None:
@@ -130,6 +146,16 @@ def app_module(app):
     return name
 
 
+_IMPORTS = re.compile(r"^\s*(?:from\s+tinymqtt\.(\w+)|import\s+tinymqtt\.(\w+)|from\s+tinymqtt\s+import\s+(\w+))", re.M)
+
+
+def missing_modules(board, app):
+    """The tinymqtt modules the app imports that the board's profile does not carry (an ImportError later)."""
+    with open(app, encoding="utf-8") as f:
+        wanted = {"tinymqtt/%s.py" % "".join(m) for m in _IMPORTS.findall(f.read())}
+    return sorted(m for m in wanted if m not in board.lib and os.path.isfile(os.path.join(REPO, "lib", m)))
+
+
 def build(board, app, values, source=False, extra_files=()):
     """The board's file tree as [File]: lib/ (library, port and support modules), the app module, main.py
     (a source stub that imports the app: a board runs main.py from source) and config.py."""
@@ -138,6 +164,10 @@ def build(board, app, values, source=False, extra_files=()):
     if not os.path.isfile(app):
         raise DeployError("no app at %s" % app)
     mod = app_module(app)
+    missing = missing_modules(board, app)
+    if missing:
+        raise DeployError("%s imports %s, which profile %s leaves out: pick another --profile" % (
+            os.path.basename(app), ", ".join(m[9:-3] for m in missing), board.profile))
     ext = ".py" if source else ".mpy"
     units = [(os.path.join(REPO, "lib", m), "lib/" + m) for m in board.lib]
     units.append((os.path.join(REPO, board.port_module), "lib/tinymqtt_port.py"))
@@ -151,7 +181,7 @@ def build(board, app, values, source=False, extra_files=()):
                 with open(path, "rb") as f:
                     data = f.read()
             else:
-                data = compile_mpy(path, dest[4:] if dest.startswith("lib/") else dest, board.mpy_cross, tmp)
+                data = library_mpy(board, path, dest[4:] if dest.startswith("lib/") else dest, tmp)
             files.append(File(dest[:-3] + ext, data, rel))
     stub = "# Runs %s (tools/deploy put it in %s%s).\nimport %s\n" % (os.path.basename(app), mod, ext, mod)
     files.append(File("main.py", stub.encode(), "generated"))
@@ -185,8 +215,8 @@ def sizes(files):
 # ------------------------------------------------------------------------------------------ output
 
 def plan_text(board, files, values, where):
-    lines = ["deploy to %s (%s): MicroPython >= %s, mpy-cross %s" % (
-        board.name, where, board.version_text(), " ".join(board.mpy_cross) or "(portable bytecode)")]
+    lines = ["deploy to %s (%s): MicroPython >= %s, mpy-cross %s, profile %s" % (
+        board.name, where, board.version_text(), " ".join(board.mpy_cross) or "(portable bytecode)", board.profile)]
     width = max(len(f.dest) for f in files)
     for f in files:
         lines.append("  %-*s %7d B  %s" % (width, f.dest, len(f.data), f.source))
@@ -246,13 +276,41 @@ def write_target(files, target, err=sys.stderr):
         fh.write(manifest_of(files))
 
 
+def romfs_files(mp, files, out):
+    """romfs=True: when the device has a ROMFS partition the library and port fit in, lib/X becomes rom/lib/X
+    (on /rom/lib, which comes before /lib on sys.path); otherwise the files stay as they are: a plain copy."""
+    size = mp.romfs_size()
+    lib = [f for f in files if f.dest.startswith("lib/")]
+    need = sum(len(f.data) + ROMFS_OVERHEAD for f in lib) + 2 * ROMFS_OVERHEAD
+    if not size or need > size:
+        print("%s: %s; copying the files instead" % (mp.device, "no ROMFS partition" if not size else
+                                                     "the ROMFS partition (%d B) is smaller than the %d B the library "
+                                                     "needs" % (size, need)), file=out)
+        return files
+    print("%s: library and port go to the ROMFS partition (%d of %d B)" % (mp.device, need, size), file=out)
+    return [File(ROM + f.dest, f.data, f.source) if f.dest.startswith("lib/") else f for f in files]
+
+
+def write_romfs(mp, files, tmp):
+    """One image holds every rom/ file (an empty one erases what an earlier --romfs deploy left)."""
+    folder = os.path.join(tmp, "romfs")
+    os.makedirs(folder)
+    for f in files:
+        if f.dest.startswith(ROM):
+            local_copy(folder, File(f.dest[len(ROM):], f.data, f.source))
+    mp.romfs_deploy(folder)
+
+
 def deploy_device(board, files, device=None, runner=None, follow=False, start=True, out=sys.stdout,
-                  err=sys.stderr):
+                  err=sys.stderr, romfs=False):
     """Puts the tree on a device: checks its MicroPython version, platform and free flash, removes what a
     previous deploy left and this one does not write, copies only changed files, then (start) soft-resets it
-    and runs main.py (follow: and shows its output). Returns the destinations copied."""
+    and runs main.py (follow: and shows its output). Returns the destinations copied. romfs: the library
+    goes into the ROMFS partition when the device has one (see romfs_files)."""
     mp = Mpremote(device, runner, reset=board.platform != "linux")  # the unix port has no soft reset
     dev = mp.find()
+    if romfs:
+        files = romfs_files(mp, files, out)
     dests = [f.dest for f in files]
     twins = [d[:-4] + ".py" for d in dests if d.endswith(".mpy")]  # a .py beside an .mpy wins the import
     info = mp.probe(dests + twins)
@@ -265,19 +323,25 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
     changed = [f for f in files if not info.same(f.dest, len(f.data), f.sha)]
     stale = [p for p in info.manifest if p not in dests and p in info.files]
     stale += [t for t in twins if t in info.files and t not in stale]
-    need = sum(blocks(len(f.data), info.block) for f in changed) + blocks(len(manifest_of(files)), info.block)
+    rom_image = any(f.dest.startswith(ROM) for f in changed) or any(p.startswith(ROM) for p in stale)
+    changed_fs = [f for f in changed if not f.dest.startswith(ROM)]  # what goes to the filesystem
+    stale = [p for p in stale if not p.startswith(ROM)]  # a ROMFS is rewritten whole, never file by file
+    need = sum(blocks(len(f.data), info.block) for f in changed_fs) + blocks(len(manifest_of(files)), info.block)
     freed = sum(blocks(info.files[p][0], info.block) for p in stale)
-    freed += sum(blocks(info.files[f.dest][0], info.block) for f in changed if f.dest in info.files)
+    freed += sum(blocks(info.files[f.dest][0], info.block) for f in changed_fs if f.dest in info.files)
     if need - freed > info.free - FLASH_MARGIN:
         raise DeployError("not enough flash on %s: the new files need %d KB, the filesystem has %d KB free" % (
             dev, (need - freed + FLASH_MARGIN + 1023) // 1024, info.free // 1024))
     print("%s: MicroPython %s on %s; %d of %d files changed%s" % (
         dev, ".".join(map(str, info.version)), info.platform, len(changed), len(files),
         ", removing %d stale" % len(stale) if stale else ""), file=out)
-    mp.prepare(stale, folders([f.dest for f in changed]))
-    progress = Progress(len(changed) + 1, err)
+    mp.prepare(stale, folders([f.dest for f in changed_fs]))
+    progress = Progress(len(changed_fs) + 1 + rom_image, err)
     with tempfile.TemporaryDirectory(prefix="tinymqtt-deploy-") as tmp:
-        for f in changed:
+        if rom_image:
+            write_romfs(mp, files, tmp)
+            progress.step("ROMFS image")
+        for f in changed_fs:
             mp.cp(local_copy(tmp, f), f.dest)
             progress.step(f.dest)
         path = os.path.join(tmp, MANIFEST)

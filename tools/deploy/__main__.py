@@ -1,4 +1,4 @@
-# python -m tools.deploy --board BOARD --app APP.py (--device PORT | --target DIR | --dry-run) [options]
+# python -m tools.deploy --board BOARD [--profile NAME] --app APP.py (--device PORT | --target DIR | --dry-run) [options]
 # Errors are one line on stderr and exit code 1; secrets never reach the output.
 import argparse
 import ast
@@ -20,6 +20,7 @@ def _value(text):
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m tools.deploy", description="Compile and copy an app to a board.")
     ap.add_argument("--board", required=True, help="a board in boards.toml")
+    ap.add_argument("--profile", default=None, help="a [profile.NAME] file set in boards.toml (default: full)")
     ap.add_argument("--app", required=True, help="the program to run (becomes main.py's module)")
     where = ap.add_mutually_exclusive_group()
     where.add_argument("--device", help="serial port for mpremote (default: the first one mpremote finds)")
@@ -32,6 +33,8 @@ def parse_args(argv):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another config.py value")
     ap.add_argument("--secrets", metavar="FILE", help="secrets file (default: secrets.toml, git-ignored)")
     ap.add_argument("--source", action="store_true", help="copy .py sources instead of compiling to .mpy")
+    ap.add_argument("--romfs", action="store_true", help="library and port into the device's ROMFS partition "
+                    "(MicroPython 1.25+: bytecode runs from flash), a plain copy where it has none")
     ap.add_argument("--follow", action="store_true", help="soft-reset, run main.py and show its output")
     ap.add_argument("--no-start", action="store_true", help="leave the board stopped after copying")
     ap.add_argument("--boards", default=boards_mod.DEFAULT_PATH, help=argparse.SUPPRESS)
@@ -42,7 +45,9 @@ def main(argv=None, runner=None, env=None, out=None, err=None):
     out, err = out or sys.stdout, err or sys.stderr
     a = parse_args(argv)
     try:
-        board = boards_mod.get(a.board, a.boards)
+        board = boards_mod.get(a.board, a.boards, a.profile)
+        if a.romfs and a.target:
+            raise DeployError("--romfs writes a device's ROMFS partition: use it with --device, not --target")
         host, _, port = a.broker.partition(":")
         if port and not port.isdigit():
             raise DeployError("--broker %s: expected HOST or HOST:PORT" % a.broker)
@@ -83,10 +88,10 @@ def main(argv=None, runner=None, env=None, out=None, err=None):
             return 0
         if a.target:
             write_target(tree, a.target, err)
-            print("%s: wrote %d files (%d B) for %s" % (a.target, len(tree), sum(len(f.data) for f in tree),
-                                                        board.name), file=out)
+            print("%s: wrote %d files (%d B) for %s, profile %s" % (
+                a.target, len(tree), sum(len(f.data) for f in tree), board.name, board.profile), file=out)
             return 0
-        deploy_device(board, tree, a.device, runner, a.follow, not a.no_start, out, err)
+        deploy_device(board, tree, a.device, runner, a.follow, not a.no_start, out, err, romfs=a.romfs)
         return 0
     except (DeployError, DeviceError, boards_mod.BoardError) as e:
         print("error: %s" % e, file=err)

@@ -3,6 +3,7 @@
 # output text); with follow=True the output goes straight to the terminal and "" comes back.
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,18 @@ class Mpremote:
         args = ["connect", self.device, "resume"] + (["soft-reset"] if self.reset else []) + ["exec"]
         args += [] if follow else ["--no-follow"]
         self._run(args + ["import main" if self.reset else RERUN], "starting main.py", follow=follow)
+
+
+    def romfs_size(self):
+        """Bytes in the device's first ROMFS partition; 0 when its firmware has none (before MicroPython 1.25,
+        or not enabled) or mpremote cannot tell."""
+        rc, out = self.runner(["connect", self.device, "resume", "romfs", "query"], follow=False)
+        m = re.search(r"ROMFS0 partition has size (\d+) bytes", out or "")
+        return int(m.group(1)) if rc == 0 and m else 0
+
+    def romfs_deploy(self, folder):
+        """Writes folder as the ROMFS image (mounted at /rom; its files are .mpy already)."""
+        self._run(["connect", self.device, "resume", "romfs", "--no-mpy", "deploy", folder], "writing the ROMFS image")
 
 
 def folders(paths):

@@ -32,6 +32,7 @@ _BUF = bytearray(1 << 17)
 def decoder(data):
     from tinymqtt.errors import MQTTError, LocalProtocolError
     from tinymqtt.packets import frame, decode, encode
+    import tinymqtt.cli_codec  # noqa: F401
     if not data:
         return
     v = (3, 4, 5)[data[0] % 3]
@@ -169,6 +170,7 @@ def seeds():
     """{target: {name: bytes}}: small valid conversations and packets of every kind to start from."""
     _paths()
     from tinymqtt import props as P
+    import tinymqtt.cli_codec  # noqa: F401
     from tinymqtt.packets import (Packet, encode, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK,
                                   UNSUBACK, PINGRESP, DISCONNECT, AUTH, CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ)
     buf = bytearray(4096)

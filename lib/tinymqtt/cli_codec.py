@@ -1,0 +1,131 @@
+# The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
+# keeps it off every board: tools/boards.py): decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK /
+# SUBACK / UNSUBACK, and Packet equality and repr. Importing it adds it to tinymqtt.packets, for the CLI's -d
+# (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython and
+# MicroPython alike); the client half's framing and checks stay the only ones.
+from tinymqtt import packets as K
+from tinymqtt.errors import malformed, protocol_error, RemoteProtocolError
+from tinymqtt.packets import (Packet, CONNECT, CONNACK, PUBLISH, SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, V31,
+                              V311, V5, NAMES, _pid, _props, _need_pid)
+from tinymqtt.wire import put_u8, put_u16
+
+FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
+          "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
+WILL = 0  # props.WILL: the property set of a Will
+
+
+def _eq(self, other):
+    if not isinstance(other, Packet):
+        return False
+    for f in FIELDS:
+        a, b = getattr(self, f), getattr(other, f)
+        if isinstance(a, memoryview):
+            a = bytes(a)
+        if isinstance(b, memoryview):
+            b = bytes(b)
+        if a != b:
+            return False
+    return True
+
+
+def _repr(self):
+    out = [NAMES[self.type] if 0 <= self.type < 16 else str(self.type)]
+    for f in FIELDS[1:]:
+        v = getattr(self, f)
+        if v != getattr(Packet, f):
+            if f == "password":
+                v = "***"  # credentials never reach logs
+            elif f == "props" and 0x16 in v:  # nor Authentication Data (a token, a SCRAM proof...)
+                v = dict(v)
+                v[0x16] = "***"
+            elif isinstance(v, memoryview):
+                v = bytes(v)
+            out.append("%s=%r" % (f, v))
+    return "<" + " ".join(out) + ">"
+
+
+def _d_connect(r, p, flags, v):
+    name, level = r.str("protocol name"), r.u8("protocol level")
+    if not ((name == "MQIsdp" and level == V31) or (name == "MQTT" and V311 <= level <= V5)):
+        raise RemoteProtocolError(0x84, "unsupported protocol %r level %d" % (name, level))
+    p.version = v = level
+    f = r.u8("connect flags")
+    if f & 1:
+        raise malformed("reserved CONNECT flag (bit 0) is set")
+    wq = f >> 3 & 3
+    if wq == 3:
+        raise malformed("Will QoS 3")
+    if not f & 4 and f & 0x38:
+        raise malformed("Will QoS or Will Retain set without the Will flag")
+    if v < V5 and f & 0x40 and not f & 0x80:
+        raise malformed("password without a user name")
+    p.clean = bool(f & 2)
+    p.keepalive = r.u16("keep alive")
+    if v == V5:
+        _props(r, p, CONNECT)
+    p.client_id = r.str("client identifier")
+    if f & 4:
+        w = p.will = Packet(PUBLISH, qos=wq, retain=bool(f & 0x20))
+        if v == V5:
+            _props(r, w, WILL)
+        w.topic = r.str("will topic")
+        w.payload = r.bin("will payload")
+    if f & 0x80:
+        p.username = r.str("user name")
+    if f & 0x40:
+        p.password = r.bin("password")
+
+
+def _d_subscribe(r, p, flags, v):
+    p.pid = _pid(r)
+    if v == V5:
+        _props(r, p, SUBSCRIBE)
+    p.topics = []
+    while r.more():
+        f, o = r.str("topic filter"), r.u8("subscription options")
+        if o & (0xC0 if v == V5 else 0xFC):
+            raise malformed("reserved subscription option bits set for %r" % f)
+        if o & 3 == 3:  # v5 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3-8.3-4]: malformed
+            raise (protocol_error if v == V5 else malformed)("subscription QoS 3 for %r" % f)
+        if o >> 4 & 3 == 3:
+            raise protocol_error("retain handling 3 for %r" % f)
+        p.topics.append((f, o))
+    if not p.topics:
+        raise protocol_error("SUBSCRIBE without a topic filter")
+
+
+def _d_unsubscribe(r, p, flags, v):
+    p.pid = _pid(r)
+    if v == V5:
+        _props(r, p, UNSUBSCRIBE)
+    p.topics = []
+    while r.more():
+        p.topics.append(r.str("topic filter"))
+    if not p.topics:
+        raise protocol_error("UNSUBSCRIBE without a topic filter")
+
+
+def _e_connack(b, pos, p, v):
+    pos = put_u8(b, put_u8(b, pos, bool(p.session_present)), p.reason)
+    return K.v5().put(b, pos, p.props, CONNACK) if v == V5 else pos
+
+
+def _e_suback(b, pos, p, v):  # SUBACK and UNSUBACK
+    pos = put_u16(b, pos, _need_pid(p))
+    if v < V5 and p.type == UNSUBACK:
+        return pos
+    if v == V5:
+        pos = K.v5().put(b, pos, p.props, p.type)
+    for c in p.codes:
+        pos = put_u8(b, pos, c)
+    return pos
+
+
+def install():
+    """Makes tinymqtt.packets speak both halves (idempotent)."""
+    K._DECODE[CONNECT], K._DECODE[SUBSCRIBE], K._DECODE[UNSUBSCRIBE] = _d_connect, _d_subscribe, _d_unsubscribe
+    K._ENCODE[CONNACK], K._ENCODE[SUBACK], K._ENCODE[UNSUBACK] = _e_connack, _e_suback, _e_suback
+    Packet.__eq__, Packet.__repr__ = _eq, _repr
+
+
+install()  # importing it is enough

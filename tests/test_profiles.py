@@ -1,0 +1,127 @@
+# Profiles (boards.toml [profile.NAME]): a board's file set, never a fork. The mqtt311 tree that tools/deploy
+# writes runs its example on its own (no other tinymqtt on the path) against a real mosquitto; an app that
+# needs a module the profile leaves out is refused at deploy time; tools.size measures what each profile costs.
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.support import report
+from tinymqtt.client import Client
+from tools import boards, size
+from tools.deploy.__main__ import main as deploy_main
+
+REPO = boards.REPO
+
+
+def deploy(*argv):
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    rc = deploy_main(list(argv) + ["--secrets", os.devnull], env={}, out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_profiles_are_file_sets_of_the_one_library():
+    p = boards.profiles()
+    assert {"full", "mqtt311"} <= set(p)
+    assert set(p["mqtt311"].lib) < set(p["full"].lib)
+    assert "tinymqtt/aio.py" not in p["mqtt311"].lib and p["mqtt311"].leaves_out
+    for b in boards.load().values():
+        assert b.lib == p["full"].lib and b.profile == "full"
+    b = boards.get("esp32", profile="mqtt311")
+    assert b.lib == p["mqtt311"].lib and b.mpy_cross == ["-march=xtensawin"]
+
+
+def test_deploy_refuses_an_app_the_profile_cannot_run(tmp_path):
+    rc, out, err = deploy("--board", "esp32", "--profile", "mqtt311", "--app", "examples/telemetry.py",
+                          "--target", str(tmp_path))
+    assert rc == 1 and err.strip().splitlines()[-1] == (
+        "error: telemetry.py imports aio, which profile mqtt311 leaves out: pick another --profile")
+    rc, out, err = deploy("--board", "esp32", "--profile", "nope", "--app", "examples/sensor.py",
+                          "--target", str(tmp_path))
+    assert rc == 1 and "no profile 'nope' (profiles: full, mqtt311)" in err
+
+
+MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")
+# (profile, example, how to run the tree): CPython with nothing but the tree on its path, and the real
+# unix-port MicroPython (real sockets) importing the tree's .mpy files
+RUNS = [("mqtt311", "examples/sensor.py", "cpython"), ("mqtt311", "examples/sensor.py", "unix"),
+        ("full", "examples/sensor.py", "unix"), ("full", "examples/telemetry.py", "unix")]
+
+
+def runner(kind, tree):
+    if kind == "cpython":  # -I: no PYTHONPATH, no site-packages, no repo: only the board's tree provides tinymqtt
+        code = "import sys; sys.path[:0] = [%r, %r]; import main" % (str(tree), str(tree / "lib"))
+        return [sys.executable, "-I", "-c", code], None
+    if not os.path.exists(MICROPYTHON):
+        pytest.skip("no unix-port micropython")
+    return [MICROPYTHON, "main.py"], {"MICROPYPATH": ".frozen:%s:%s" % (tree / "lib", tree)}
+
+
+@pytest.mark.parametrize("profile, app, kind", RUNS)
+def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, profile, app, kind):
+    tree = tmp_path / "board"
+    prefix = "p%s/%s" % (profile, uuid.uuid4().hex)
+    rc, out, err = deploy("--board", "linux", "--profile", profile, "--app", app, "--target", str(tree),
+                          *(["--source"] if kind == "cpython" else []),
+                          "--broker", "%s:%d" % (broker.host, broker.port),
+                          "--set", "COUNT=3", "--set", "PERIOD_MS=50", "--set", "PREFIX=%r" % prefix)
+    assert rc == 0, err
+    assert sorted(os.path.relpath(os.path.join(d, f), tree / "lib") for d, _, fs in os.walk(tree / "lib" / "tinymqtt")
+                  for f in fs) == sorted(m[:-3] + (".py" if kind == "cpython" else ".mpy")
+                                         for m in boards.profiles()[profile].lib)
+    got = []
+    w = Client(broker.host, broker.port, version=4, client_id="w" + prefix[-8:], reconnect=False)
+    w.on_message = lambda m: got.append((m.topic, bytes(m.payload)))
+    w.connect()
+    w.subscribe(prefix + "/#", 1)
+    cmd, env = runner(kind, tree)
+    p = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.split() == ["READY", prefix + "/status", "SENT", "1", "SENT", "2", "SENT", "3", "DONE"]
+    for _ in range(100):
+        if (prefix + "/status", b"offline") in got:
+            break
+        w.loop(0.05)
+    w.disconnect()
+    readings = [m for m in got if m[0].endswith("/telemetry")]
+    assert [json.loads(m[1])["n"] for m in readings] == [1, 2, 3]
+    assert (prefix + "/status", b"online") in got and got[-1] == (prefix + "/status", b"offline")
+
+
+def test_size_tool_measures_each_profile_as_deploy_compiles_it():
+    full, small = size.profile_sizes("esp32", "full"), size.profile_sizes("esp32", "mqtt311")
+    assert set(full) == set(boards.profiles()["full"].lib) and set(small) == set(boards.profiles()["mqtt311"].lib)
+    assert 0 < sum(small.values()) < sum(full.values())
+    report.record("mpy esp32 profile full (B)", sum(full.values()))
+    report.record("mpy esp32 profile mqtt311 (B)", sum(small.values()))
+
+
+def test_mqtt311_refuses_v5_and_loads_no_v5_module_on_micropython(tmp_path):
+    if not os.path.exists(MICROPYTHON):
+        pytest.skip("no unix-port micropython")
+    tree = tmp_path / "board"
+    assert deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target", str(tree))[0] == 0
+    code = ("import sys\nfrom tinymqtt.client import Client\n"
+            "try:\n    Client('127.0.0.1', 1, version=5)\nexcept Exception as e:\n    print(type(e).__name__, e.reason)\n"
+            "c = Client('127.0.0.1', 1, version=4)\nc.session.connect(0)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('tinymqtt.') or m == 'tinymqtt'))\n")
+    p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    refused, loaded = p.stdout.splitlines()
+    assert refused == "LocalProtocolError 132", "v5 is refused with 0x84 Unsupported Protocol Version"
+    assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
+                            "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
+
+
+def test_a_311_client_of_the_full_library_never_imports_mqtt5():
+    code = ("import sys; sys.path.insert(0, %r)\nfrom tinymqtt.session import Session\nfrom tinymqtt.client import Client\n"
+            "s = Session(version=4, client_id='x'); s.connect(0)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('tinymqtt')))\n" % os.path.join(REPO, "lib"))
+    p = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert not {"tinymqtt.props", "tinymqtt.aliases", "tinymqtt.reasons"} & set(eval(p.stdout))

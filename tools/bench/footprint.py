@@ -1,0 +1,215 @@
+# What each profile costs a board, measured on real MicroPython in one run: .mpy bytes as deploy writes them
+# for the esp32 board (tools.size); heap after import and when connected on the 32-bit WebAssembly build (a
+# transport that only answers the CONNACK: it has no sockets) and on the 64-bit unix port (real sockets,
+# real mosquitto); and the smallest `-X heapsize` with which the unix port connects, subscribes, publishes
+# and receives. umqtt.simple (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed)
+# goes through the same steps.
+#   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from tools import boards as boards_mod, deploy, size
+from tools.bench import mp_unix
+from tools.bench.broker import BenchBroker
+
+ROOT = boards_mod.REPO
+FP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fp")
+MP_RUN = os.path.join(ROOT, "tests", "support", "mp_run.mjs")
+# (label, profile, app, MQTT version): the clients of the closing table
+ROWS = (("tinymqtt blocking", "mqtt311", "fp_blocking.py", 4),
+        ("tinymqtt blocking", "full", "fp_blocking.py", 5),
+        ("tinymqtt asyncio", "full", "fp_aio.py", 5))
+
+
+def micropython():
+    for exe in (os.path.join(os.path.dirname(sys.executable), "micropython"), shutil.which("micropython"),
+                os.path.join(ROOT, ".venv", "bin", "micropython")):
+        if exe and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+def tree(dest, profile, app, version, host="127.0.0.1", port=1883, extra=()):
+    """The linux board's tree for profile (what deploy --target writes: portable bytecode), with the esp32's
+    short error text."""
+    esp = boards_mod.get("esp32", profile=profile)
+    board = dataclasses.replace(boards_mod.get("linux", profile=profile), short_errors=esp.short_errors)
+    values = deploy.config_values(board, host, port, client_id="fp-%s-%s-%d" % (profile, app[3:-3], os.getpid()))
+    values["SESSION"] = esp.session_options()  # the esp32 buffers, as the issue's table asks
+    values["VERSION"] = version
+    with open(os.devnull, "w") as quiet:
+        deploy.write_target(deploy.build(board, os.path.join(FP, app), values, extra_files=extra), dest, quiet)
+    return dest
+
+
+def run_unix(dest, heapsize, timeout=60):
+    """{"import", "connected", "received"} from one run on the unix port, or None when it failed."""
+    env = {"MICROPYPATH": ".frozen:%s:%s" % (os.path.join(dest, "lib"), dest), "PATH": os.environ.get("PATH", "")}
+    try:
+        p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, "main.py"], cwd=dest, env=env,
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in p.stdout.splitlines():
+        if line.startswith("FOOTPRINT "):
+            r = json.loads(line[10:])
+            return r if p.returncode == 0 and r["received"] else None
+    return None
+
+
+def smallest_heap(dest, hi=512 * 1024, step=1024):
+    """The smallest -X heapsize (to `step` bytes) with which the app runs to the end; None if hi fails."""
+    if run_unix(dest, hi) is None:
+        return None
+    lo = 0  # a heap of lo bytes fails (or is untried), hi works
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step or step
+        if run_unix(dest, mid) is not None:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+WASM = '''import gc, time
+gc.collect()
+BASE = gc.mem_alloc()
+from tinymqtt.%(module)s import %(cls)s
+gc.collect()
+imported = gc.mem_alloc() - BASE
+CONNACK = b"\\x20\\x03\\x00\\x00\\x00" if %(version)d == 5 else b"\\x20\\x02\\x00\\x00"
+class Link:  # answers the CONNACK, swallows what the client writes: this build has no sockets
+    def __init__(self):
+        self.connack = CONNACK
+    def write(self, buf, n):
+        pass
+    def readinto(self, buf, off, timeout_ms=0):
+        c, self.connack = self.connack, None
+        if c is None:
+            return 0
+        buf[off:off + len(c)] = c
+        return len(c)
+    def close(self):
+        pass
+class Stream(Link):
+    async def readinto(self, buf, off):
+        n = Link.readinto(self, buf, off)
+        while not n:
+            await asyncio.sleep_ms(1000)
+        return n
+    async def drain(self):
+        pass
+class Port:
+    def network_up(self, timeout_ms=0):
+        return True
+    def open(self, host, port, tls=None):
+        return Link()
+    async def open_stream(self, host, port, tls=None):
+        return Stream()
+    def ticks_ms(self):
+        return time.ticks_ms()
+import asyncio
+async def main():
+    c = %(cls)s("b", 1883, port_impl=Port(), reconnect=False, client_id="fp", version=%(version)d, **%(opts)r)
+    r = c.connect()
+    if r is not None and hasattr(r, "send"):
+        await r
+    gc.collect()
+    print("FOOTPRINT {\\"import\\": %%d, \\"connected\\": %%d, \\"received\\": 0}" %% (imported, gc.mem_alloc() - BASE))
+await asyncio.create_task(main())
+'''
+
+
+def run_wasm(dest, app, version, opts):
+    """Heap after import and when connected on the 32-bit WebAssembly build, or None."""
+    if not shutil.which("node") or not os.path.isdir(os.path.join(ROOT, "node_modules", "@micropython")):
+        return None
+    module, cls = ("aio", "AsyncClient") if "aio" in app else ("client", "Client")
+    code = WASM % {"module": module, "cls": cls, "version": version, "opts": opts}
+    p = subprocess.run(["node", MP_RUN, "--root", dest], input=code, capture_output=True, text=True, timeout=120,
+                       cwd=ROOT)
+    for line in p.stdout.splitlines():
+        if line.startswith("FOOTPRINT "):
+            return json.loads(line[10:])
+    return None
+
+
+def measure(quick=False, log=print):
+    res = {"rows": [], "mpy": {}}
+    for profile in boards_mod.profiles():
+        res["mpy"][profile] = size.profile_sizes("esp32", profile)
+    if not micropython():
+        log("footprint: no unix-port micropython (pip install -r requirements-test.txt): heap figures left out")
+        return res
+    res["micropython"] = subprocess.run([micropython(), "-c", "import sys; print(sys.version)"],
+                                        capture_output=True, text=True).stdout.strip()
+    broker = BenchBroker().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="tinymqtt-fp-") as tmp:
+            for label, profile, app, version in ROWS:
+                dest = tree(os.path.join(tmp, "%s-%s" % (profile, app[:-3])), profile, app, version, broker.host,
+                            broker.port)
+                opts = boards_mod.get("esp32", profile=profile).session_options()
+                row = {"client": label, "profile": profile, "version": version,
+                       "mpy": sum(res["mpy"][profile][m] for m in _loaded(profile, app)),
+                       "unix": run_unix(dest, 512 * 1024), "wasm": run_wasm(dest, app, version, opts)}
+                row["smallest"] = None if quick or not row["unix"] else smallest_heap(dest)
+                log("footprint: %s (%s): %r" % (label, profile, row))
+                res["rows"].append(row)
+            got = mp_unix.umqtt(log, fetch=not quick)  # PyPI's micropython-umqtt.simple, cached by the bench
+            src, ver = (os.path.join(got[0], "umqtt", "simple.py"), got[1]) if got else (None, None)
+            if src:
+                mpy = os.path.join(tmp, "simple.mpy")
+                with open(mpy, "wb") as f:
+                    f.write(deploy.compile_mpy(src, "umqtt/simple.py", boards_mod.get("esp32").mpy_cross, tmp))
+                portable = os.path.join(tmp, "simple-portable.mpy")
+                with open(portable, "wb") as f:
+                    f.write(deploy.compile_mpy(src, "umqtt/simple.py", [], tmp))
+                dest = tree(os.path.join(tmp, "umqtt"), "mqtt311", "fp_umqtt.py", 4, broker.host, broker.port,
+                            extra=[(portable, "lib/umqtt/simple.mpy")])
+                row = {"client": "umqtt.simple %s" % ver, "profile": "-", "version": 4,
+                       "mpy": os.path.getsize(mpy), "unix": run_unix(dest, 512 * 1024), "wasm": None}
+                row["smallest"] = smallest_heap(dest) if row["unix"] else None
+                log("footprint: %s: %r" % (row["client"], row))
+                res["rows"].append(row)
+    finally:
+        broker.close()
+    return res
+
+
+def _loaded(profile, app):
+    """The profile's modules an app of this kind imports (the other client's module is not loaded)."""
+    lib = boards_mod.profiles()[profile].lib
+    skip = "tinymqtt/client.py" if "aio" in app else "tinymqtt/aio.py"
+    return [m for m in lib if m != skip and m != "tinymqtt/reasons.py"]  # reasons: only when an error is shown
+
+
+def kb(n):
+    return "-" if n is None else "%.1f" % (n / 1024)
+
+
+def table(res):
+    lines = ["| client | profile | `.mpy` loaded (esp32, KB) | heap after import 32 / 64-bit (KB) | heap connected "
+             "32 / 64-bit (KB) | smallest heap, 64-bit unix port (KB) |", "|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        u, w = r["unix"] or {}, r["wasm"] or {}
+        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s |" % (
+            r["client"], r["profile"], kb(r["mpy"]), kb(w.get("import")), kb(u.get("import")),
+            kb(w.get("connected")), kb(u.get("connected")), kb(r["smallest"])))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    res = measure("--quick" in argv)
+    print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

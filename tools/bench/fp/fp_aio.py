@@ -1,0 +1,32 @@
+# Footprint of the asyncio client (tools/bench/footprint.py deploys it with a profile's tree): heap after
+# import and when connected, then subscribe + publish + receive one message through the broker.
+import gc
+import asyncio
+import config
+
+gc.collect()
+BASE = gc.mem_alloc()
+from tinymqtt.aio import AsyncClient  # noqa: E402 (what importing it costs is the figure)
+
+gc.collect()
+imported = gc.mem_alloc() - BASE
+got = []
+
+
+async def main():
+    c = AsyncClient(config.BROKER_HOST, config.BROKER_PORT, client_id=config.CLIENT_ID, version=config.VERSION,
+                    reconnect=False, **config.SESSION)
+    await c.connect()
+    gc.collect()
+    connected = gc.mem_alloc() - BASE
+    topic = "fp/" + config.CLIENT_ID
+    await c.subscribe(topic, 1, handler=lambda m: got.append(len(m.payload)))
+    await c.publish(topic, b"0123456789abcdef", qos=1)
+    n = 0
+    while not got and n < 200:
+        await asyncio.sleep_ms(20)
+        n += 1
+    await c.disconnect()
+    print("FOOTPRINT {\"import\": %d, \"connected\": %d, \"received\": %d}" % (imported, connected, len(got)))
+
+asyncio.run(main())

@@ -1,0 +1,50 @@
+# Short error text for boards (boards.toml `short_errors`): before mpy-cross, the message argument of every
+# `raise` in the library becomes "module:line", the place in the source where the full text stands, and the
+# packet it names ("packets:237 PUBLISH") when its text names one. The reason code, the exception class (its side: local or remote) and every other argument stay; line numbers
+# stay exact, so tracebacks still point at the right line. The source itself never changes: this is a build
+# step, like -O dropping asserts, and CPython always runs the readable messages.
+import ast
+import re
+
+PACKETS = re.compile(r"\b(CONNECT|CONNACK|PUBLISH|PUBACK|PUBREC|PUBREL|PUBCOMP|SUBSCRIBE|SUBACK|UNSUBSCRIBE|UNSUBACK|"
+                     r"PINGREQ|PINGRESP|DISCONNECT|AUTH)\b")
+
+
+def _is_message(node):
+    """A str literal, a "..." % args, or an f-string: the text of an error."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return _is_message(node.left)
+    return isinstance(node, ast.JoinedStr)
+
+
+def _offsets(text):
+    starts, pos = [0], 0
+    for line in text.splitlines(True):
+        pos += len(line.encode())
+        starts.append(pos)
+    return starts
+
+
+def shorten(text, name):
+    """The source with each raise's message replaced by "name:line" (same line count); name: e.g. "packets"."""
+    tree = ast.parse(text)
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for call in ast.walk(node.exc):
+                if isinstance(call, ast.Call):
+                    for arg in call.args:
+                        if _is_message(arg):
+                            spans.append(arg)
+    data = text.encode()
+    starts = _offsets(text)
+    for arg in sorted(spans, key=lambda a: (a.lineno, a.col_offset), reverse=True):  # from the end: offsets hold
+        a = starts[arg.lineno - 1] + arg.col_offset
+        b = starts[arg.end_lineno - 1] + arg.end_col_offset
+        packet = PACKETS.search(data[a:b].decode())
+        place = "%s:%d" % (name, arg.lineno) + (" " + packet.group(1) if packet else "")
+        short = ('"%s"' % place + "\n" * (arg.end_lineno - arg.lineno)).encode()
+        data = data[:a] + short + data[b:]
+    return data.decode()

@@ -1,0 +1,51 @@
+# How many bytes of .mpy each profile costs a board: compiles the profile's lib/ files with the board's
+# mpy-cross flags (and short error text where the board asks) exactly as tools/deploy writes them, and prints
+# bytes per module and the total.
+#   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from tools import boards as boards_mod
+from tools.deploy import library_mpy, DeployError
+
+REPO = boards_mod.REPO
+
+
+def profile_sizes(board_name="esp32", profile="full"):
+    """{module: .mpy bytes} for the profile's library files (lib/tinymqtt/*) as deploy compiles them."""
+    board = boards_mod.get(board_name, profile=profile)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
+        for m in board.lib:
+            out[m] = len(library_mpy(board, os.path.join(REPO, "lib", m), m, tmp))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tools.size", description=__doc__)
+    ap.add_argument("--board", default="esp32")
+    ap.add_argument("--profile", action="append", help="default: every profile in boards.toml")
+    ap.add_argument("--json", action="store_true", help="print {profile: {module: bytes}}")
+    a = ap.parse_args(argv)
+    try:
+        names = a.profile or list(boards_mod.profiles())
+        table = {p: profile_sizes(a.board, p) for p in names}
+    except (DeployError, boards_mod.BoardError) as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
+    if a.json:
+        print(json.dumps(table, indent=1))
+        return 0
+    mods = sorted({m for t in table.values() for m in t}, key=lambda m: -max(t.get(m, 0) for t in table.values()))
+    print("%-26s" % ("%s .mpy bytes" % a.board) + "".join("%10s" % p for p in names))
+    for m in mods:
+        print("%-26s" % m + "".join("%10s" % (table[p].get(m, "-")) for p in names))
+    print("%-26s" % "total" + "".join("%10d" % sum(table[p].values()) for p in names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
