@@ -236,14 +236,17 @@ class FakeMpremote:
             rest = rest[1:]
         if rest[0] == "exec":
             return 0, self._exec(rest[1])
-        if rest[:2] == ["fs", "cp"]:
-            dest = rest[3][1:]
-            if dest == self.fail_cp:
-                return 1, "cp %s :%s\nOSError: [Errno 28] ENOSPC\n" % (rest[2], dest)
-            path = os.path.join(self.root, dest)
-            shutil.copy(rest[2], path)
-            self.copied.append(dest)
-            return 0, "cp %s :%s\n" % (rest[2], dest)
+        if rest[:2] == ["fs", "cp"]:  # one or more copies chained with "+": mpremote stops at the first failure
+            out = ""
+            for i in range(0, len(rest), 5):
+                assert rest[i:i + 2] == ["fs", "cp"] and rest[i + 4:i + 5] in ([], ["+"]), rest
+                dest = rest[i + 3][1:]
+                if dest == self.fail_cp:
+                    return 1, out + "cp %s :%s\nOSError: [Errno 28] ENOSPC\n" % (rest[i + 2], dest)
+                shutil.copy(rest[i + 2], os.path.join(self.root, dest))
+                self.copied.append(dest)
+                out += "cp %s :%s\n" % (rest[i + 2], dest)
+            return 0, out
         if rest[:2] == ["romfs", "query"]:
             if self.romfs is None:
                 return 0, "ROMFS is not enabled on this device\n"

@@ -256,8 +256,10 @@ class AsyncClient:
     # ---------------------------------------------------------------- tasks
 
     def flush(self):
-        """Writes what is queued now: `await client.flush()` (the coroutine itself: no wrapper to allocate)."""
-        return self._flush()
+        """Writes what is queued now: `await client.flush()`. Returns the stream's drain() itself (a bare yield
+        when the socket took everything), not a coroutine of ours: publish_nowait() + flush() allocates nothing."""
+        self._write()
+        return self.stream.drain() if self.stream else _sleep_ms(0)
 
     def _write(self):
         s, st = self.session, self.stream

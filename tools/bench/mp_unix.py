@@ -17,8 +17,9 @@ MICROPYTHON = os.path.join(ROOT, ".venv", "bin", "micropython")
 WORKERS = os.path.join(ROOT, "tools", "bench", "mp_workers.py")
 CACHE = os.path.join(ROOT, "out", "bench-cache")
 UMQTT = "micropython-umqtt.simple"
-CLIENTS = ("mp-raw", "mp-tinymqtt", "mp-tinymqtt-aio", "mp-umqtt", "mp-umqtt-nodelay")
+CLIENTS = ("mp-raw", "mp-tinymqtt", "mp-tinymqtt-aio", "mp-tinymqtt-aio-nowait", "mp-umqtt", "mp-umqtt-nodelay")
 LABELS = {"mp-raw": "ceiling (raw socket)", "mp-tinymqtt": "tinymqtt, blocking", "mp-tinymqtt-aio": "tinymqtt, asyncio",
+          "mp-tinymqtt-aio-nowait": "tinymqtt, asyncio publish_nowait + flush",
           "mp-umqtt": "umqtt.simple", "mp-umqtt-nodelay": "umqtt.simple + TCP_NODELAY"}
 SLOW = {"mp-umqtt": (20, 5)}  # (n, cap): it waits for each PUBACK inside publish(), and Nagle delays those
 

@@ -1,6 +1,7 @@
 # The MicroPython row's publishers: run by MicroPython's unix port (tools/bench/mp_unix.py), with the protocol
 # of tools/bench/workers.py:  micropython mp_workers.py CLIENT MODE QOS N PORT CAP_S WINDOW PAYLOAD_LEN TOPIC
-# CLIENT: mp-raw (pre-encoded packets, the ceiling) | mp-tinymqtt | mp-tinymqtt-aio | mp-umqtt |
+# CLIENT: mp-raw (pre-encoded packets, the ceiling) | mp-tinymqtt | mp-tinymqtt-aio (await publish()) |
+# mp-tinymqtt-aio-nowait (publish_nowait() + await flush()) | mp-umqtt |
 # mp-umqtt-nodelay (umqtt.simple with TCP_NODELAY set on its socket). MODE: tput, or alloc (heap bytes per
 # publish and per received message through the client's public API: RESULT {"pub q0": B, "rx q1": B, ...}).
 import json
@@ -159,7 +160,7 @@ def tinymqtt(mode, qos, n, port, cap, window, payload, topic):
     c.disconnect()
 
 
-def tinymqtt_aio(mode, qos, n, port, cap, window, payload, topic):
+def tinymqtt_aio(mode, qos, n, port, cap, window, payload, topic, nowait=False):
     import asyncio
     from tinymqtt.aio import AsyncClient
 
@@ -171,7 +172,13 @@ def tinymqtt_aio(mode, qos, n, port, cap, window, payload, topic):
         stop = t0 + cap
         sent = 0
         while sent < n:
-            await c.publish(topic, payload, qos, wait=False)
+            if not nowait:
+                await c.publish(topic, payload, qos, wait=False)
+            elif c.publish_nowait(topic, payload, qos) < 0:  # every slot taken: let the reader take acks in
+                await c.flush()
+                continue
+            else:  # no coroutine per message: flush() is the stream's drain, a bare yield
+                await c.flush()
             sent += 1
             if not sent & 1023 and now() > stop:
                 break
@@ -253,7 +260,8 @@ def umqtt_alloc(c, topic, payload):
     c.disconnect()
 
 
-CLIENTS = {"mp-raw": raw, "mp-tinymqtt": tinymqtt, "mp-tinymqtt-aio": tinymqtt_aio, "mp-umqtt": umqtt,
+CLIENTS = {"mp-raw": raw, "mp-tinymqtt": tinymqtt, "mp-tinymqtt-aio": tinymqtt_aio,
+           "mp-tinymqtt-aio-nowait": lambda *a: tinymqtt_aio(*a, nowait=True), "mp-umqtt": umqtt,
            "mp-umqtt-nodelay": lambda *a: umqtt(*a, nodelay=True)}
 
 

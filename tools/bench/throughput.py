@@ -19,6 +19,7 @@ CLIENTS = ("raw", "tinymqtt", "tinymqtt-aio", "paho", "minimqtt")
 LABELS = {"raw": "ceiling (raw socket)", "tinymqtt": "tinymqtt, blocking", "tinymqtt-aio": "tinymqtt, asyncio",
           "paho": "paho-mqtt", "minimqtt": "Adafruit MiniMQTT", "mp-raw": "MicroPython: ceiling (raw socket)",
           "mp-tinymqtt": "MicroPython: tinymqtt", "mp-tinymqtt-aio": "MicroPython: tinymqtt asyncio",
+          "mp-tinymqtt-aio-nowait": "MicroPython: tinymqtt asyncio nowait",
           "mp-umqtt": "MicroPython: umqtt.simple", "mp-umqtt-nodelay": "MicroPython: umqtt + NODELAY"}
 PEER_MODULES = {"paho": ("paho.mqtt.client", "paho-mqtt"),
                 "minimqtt": ("adafruit_minimqtt.adafruit_minimqtt", "adafruit-circuitpython-minimqtt")}

@@ -341,14 +341,13 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
         if rom_image:
             write_romfs(mp, files, tmp)
             progress.step("ROMFS image")
-        for f in changed_fs:
-            mp.cp(local_copy(tmp, f), f.dest)
-            progress.step(f.dest)
+        pairs = [(local_copy(tmp, f), f.dest) for f in changed_fs]
         path = os.path.join(tmp, MANIFEST)
         with open(path, "wb") as fh:
             fh.write(manifest_of(files))
-        mp.cp(path, MANIFEST)
-        progress.step(MANIFEST)
+        mp.cp_all(pairs + [(path, MANIFEST)])  # one mpremote run; the manifest last, only if all went on
+        for _, dest in pairs + [(path, MANIFEST)]:
+            progress.step(dest)
     if start or follow:
         print("%s: %s, running main.py%s" % (dev, "soft reset" if mp.reset else "modules forgotten (no soft reset)",
                                              " (Ctrl-C stops following)" if follow else ""), file=out)

@@ -123,6 +123,7 @@ class Mpremote:
         rc, out = self.runner(list(args), follow=follow)
         if rc != 0:
             last = [l for l in (out or "").strip().splitlines() if l.strip()]
+            what = what(last) if callable(what) else what
             raise DeviceError("%s failed on %s: %s" % (what, self.device, last[-1] if last else "mpremote exit %d" % rc))
         return out or ""
 
@@ -159,7 +160,22 @@ class Mpremote:
             raise DeviceError("preparing folders failed on %s: no answer" % self.device)
 
     def cp(self, local, dest):
-        self._run(["connect", self.device, "resume", "fs", "cp", local, ":" + dest], "copying %s" % dest)
+        self.cp_all([(local, dest)])
+
+    def cp_all(self, pairs):
+        """Copies every (local, dest) in one mpremote run, its commands chained with "+": one connection
+        instead of one per file (each costs a process start and a raw-REPL entry). mpremote stops at the first
+        copy that fails; what came before it stays, which the next deploy's probe sees."""
+        if not pairs:
+            return
+        args = ["connect", self.device, "resume"]
+        for local, dest in pairs:
+            args += ["fs", "cp", local, ":" + dest, "+"]
+
+        def what(lines):  # mpremote prints "cp LOCAL :DEST" as each copy starts: the last one is the culprit
+            started = [l.rsplit(" :", 1)[1] for l in lines if l.startswith("cp ") and " :" in l]
+            return "copying %s" % (started[-1] if started else pairs[0][1])
+        self._run(args[:-1], what)
 
     def run_main(self, follow):
         """Soft-resets the board and runs main.py; follow=True streams its output until it ends (Ctrl-C)."""
