@@ -60,7 +60,7 @@ class Segment:
 class Spool:
     """Not thread-safe: the owner serialises calls (MqttLink holds a lock around every use)."""
 
-    def __init__(self, path, segment_records=5000, fsync=True, mem_records=200000):
+    def __init__(self, path, segment_records=5000, fsync=True, mem_records=100000):
         self.path = path
         self.segment_records = segment_records
         self.fsync = fsync
