@@ -444,9 +444,10 @@ def markdown(res):
               "persistent session, drained by each reader in turn (`python -m tools.bench.spark_ceiling`); each "
               "clock runs from the first message received to the last row in a Parquet file. (a) acknowledges "
               "as messages arrive and keeps nothing; (b) and (c) spool every message to disk and acknowledge "
-              "only what was committed downstream (exactly-once for QoS 2 across crashes). Spark is measured "
-              "warm (a first small query started its JVM and Python workers in %.0f s)." % (
-                  res["spark"]["n"], res["spark"].get("spark_warmup_s", 0)), "",
+              "only what was committed downstream (exactly-once for QoS 2 across crashes). (a) and Spark are "
+              "measured warm (a first query of N/2 messages started Spark's JVM and Python workers in %.0f s); "
+              "each figure is the median of %d rounds, a ratio the median of the rounds' own ratios." % (
+                  res["spark"]["n"], res["spark"].get("spark_warmup_s", 0), res["spark"].get("rounds", 1)), "",
               table(*spark_rows(res)), "",
               "Spark's share: %d batches with data took %.2f s of the %.2f s (a fresh query's first, empty batch "
               "and each batch's fixed cost are the rest)." % (res["spark"]["spark"]["batches"],

@@ -27,7 +27,7 @@ from tinymqtt.packets import SUBACK, sub_options
 
 from tools.spark.ackstate import AckState
 from tools.spark.faults import crashpoint
-from tools.spark.spool import Spool
+from tools.spark.spool import Spool, records
 
 PROP_NAMES = {
     P.PAYLOAD_FORMAT_INDICATOR: "payload_format_indicator",
@@ -165,6 +165,12 @@ class MqttLink:
     def paths(self, lo, hi):
         with self.lock:
             return self.spool.paths(lo, hi)
+
+    def records(self, lo, hi):
+        """The spooled records in [lo, hi), decoded (tools.spark.spool.records): sealed ones only."""
+        with self.lock:
+            sources = self.spool.sources(lo, hi)
+        return records(sources, lo, hi)
 
     def commit(self, end):
         """The consumer has durably processed every offset below `end`: their acks may go out now."""

@@ -38,9 +38,7 @@
 #    such a PUBLISH for a resend (and counts it); the link reconnects once idle so the broker resends it. Keep
 #    what a subscriber can have outstanding (outage x rate) under ~65000 messages, or split it over several
 #    sessions (the $share scale-out path).
-import base64
 import hashlib
-import json
 import os
 import tempfile
 
@@ -48,7 +46,6 @@ import tools.spark  # noqa: F401  (puts lib/ and the Linux port on sys.path)
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from tools.spark.spool import read_lines
 
 SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
           "received_ts TIMESTAMP, offset BIGINT, pid INT")
@@ -122,24 +119,32 @@ def arrow_schema():
     return to_arrow_schema(st, timezone="UTC")
 
 
-def lines_to_batch(lines, schema):
-    """Spool lines -> one Arrow RecordBatch: Spark takes it as it is, with no conversion row by row."""
+def records_to_batch(rows, schema):
+    """Decoded spool records (tools.spark.spool.records) -> one Arrow RecordBatch, built column by column."""
     import pyarrow as pa
-    off, pid, qos, dup, retain, topic, payload, props, ts = zip(*[json.loads(line) for line in lines])
-    b64 = base64.b64decode
+    off, pid, qos, dup, retain, topic, payload, props, ts = zip(*rows)
     t = [f.type for f in schema]
-    cols = [pa.array(topic, t[0]), pa.array([b64(x) for x in payload], t[1]), pa.array(qos, t[2]),
-            pa.array(retain, t[3]), pa.array(dup, t[4]),
-            pa.array([list(p.items()) if p else None for p in props], t[5]),
+    cols = [pa.array(topic, t[0]), pa.array(payload, t[1]), pa.array(qos, t[2]), pa.array(retain, t[3]),
+            pa.array(dup, t[4]), pa.array([list(p.items()) if p else None for p in props], t[5]),
             pa.array([round(x * 1e6) for x in ts], pa.int64()).cast(t[6]), pa.array(off, t[7]), pa.array(pid, t[8])]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-class MQTTPartition(InputPartition):
-    """The records themselves (spool lines), so that an executor needs nothing but this object."""
+def batch_to_ipc(batch):
+    """An Arrow RecordBatch as Arrow IPC stream bytes: what a partition carries to its executor."""
+    import pyarrow as pa
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return sink.getvalue().to_pybytes()
 
-    def __init__(self, lines):
-        self.lines = lines
+
+class MQTTPartition(InputPartition):
+    """The batch's records themselves, as Arrow IPC bytes, so that an executor needs nothing but this object
+    (and does no work per row: the driver built the columns once, from the records it holds decoded)."""
+
+    def __init__(self, ipc, rows):
+        self.ipc, self.rows = ipc, rows
 
 
 class MQTTStreamReader(DataSourceStreamReader):
@@ -153,6 +158,9 @@ class MQTTStreamReader(DataSourceStreamReader):
     def link(self):
         if self._link is None:
             self._link = self.config.link().start()
+            # pyarrow's first batch and IPC stream cost ~0.5 s (imports, kernels): pay it now, while the link
+            # connects, not in the first batch's partitions()
+            batch_to_ipc(records_to_batch([(0, 0, 0, False, False, "", b"", None, 0.0)], arrow_schema()))
         self._link.check()
         return self._link
 
@@ -187,16 +195,16 @@ class MQTTStreamReader(DataSourceStreamReader):
         if link.expose() < e:
             raise RuntimeError("the MQTT spool %s does not reach offset %d (Spark's checkpoint is newer than the "
                                "spool: it was deleted or belongs to another query)" % (self.config.spool_dir, e))
-        lines = list(read_lines(link.paths(s, e), s, e))
-        if not lines:
+        rows = list(link.records(s, e))
+        if not rows:
             return []
-        k = -(-len(lines) // self.config.partitions)
-        return [MQTTPartition(lines[i:i + k]) for i in range(0, len(lines), k)]
+        batch = records_to_batch(rows, arrow_schema())
+        k = -(-len(rows) // self.config.partitions)
+        return [MQTTPartition(batch_to_ipc(batch.slice(i, k)), min(k, len(rows) - i)) for i in range(0, len(rows), k)]
 
     def read(self, partition):
-        schema = arrow_schema()
-        for i in range(0, len(partition.lines), 10000):
-            yield lines_to_batch(partition.lines[i:i + 10000], schema)
+        import pyarrow as pa
+        yield from pa.ipc.open_stream(partition.ipc)
 
     def commit(self, end):
         self.link().commit(int(end["offset"]))

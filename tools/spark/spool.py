@@ -10,6 +10,9 @@
 #   floor                 {"offset": n}: offsets below n were handed out (heartbeats leave offsets without records)
 #   acks.json             what the broker was told (tools.spark.ackstate)
 # A record is one JSON array a line: [offset, pid, qos, dup, retain, topic, payload_b64, props, received_ts].
+# The records a process appended are also kept decoded in memory with their segment (up to mem_records of
+# them) until the segment is dropped: the consumer reads them from there (records()) instead of parsing the
+# file again; what an earlier process spooled is read from disk. The file stays the durable copy.
 #
 # After a crash the broker redelivers what was never acknowledged (the session is persistent), DUP set,
 # under the same packet id. Which spooled records still hold their packet id is the ack state's business
@@ -25,11 +28,30 @@ _SEG = re.compile(r"^seg-(\d{20})-(\d{20})\.jsonl$")
 _OPEN = re.compile(r"^open-(\d{20})\.jsonl$")
 
 
-class Segment:
-    __slots__ = ("a", "b", "path", "keys")
+_JSON = {True: "true", False: "false", None: "null"}
+_topics = {}  # topic -> its JSON string: topics repeat, and json.dumps is most of the cost of a line
 
-    def __init__(self, a, b, path, keys):
+
+def record_line(off, pid, qos, dup, retain, topic, payload, props, ts):
+    """One spool line, byte for byte what json.dumps(record, separators=(",", ":")) + "\n" gives, for a
+    fraction of its cost (the link writes one per message, on the thread that receives them)."""
+    t = _topics.get(topic)
+    if t is None:
+        if len(_topics) > 4096:
+            _topics.clear()
+        t = _topics[topic] = json.dumps(topic)
+    return '[%d,%s,%d,%s,%s,%s,"%s",%s,%r]\n' % (
+        off, _JSON[pid] if pid is None else "%d" % pid, qos, _JSON[bool(dup)], _JSON[bool(retain)], t,
+        base64.b64encode(payload).decode(), "null" if props is None else json.dumps(props, separators=(",", ":")),
+        float(ts))
+
+
+class Segment:
+    __slots__ = ("a", "b", "path", "keys", "rows")
+
+    def __init__(self, a, b, path, keys, rows=None):
         self.a, self.b, self.path, self.keys = a, b, path, keys  # keys: [(offset, pid, qos)] of QoS 1/2 records
+        self.rows = rows  # the records decoded (payload as bytes), or None: read the file
 
     def __repr__(self):
         return "<Segment %d..%d %d keyed>" % (self.a, self.b, len(self.keys))
@@ -38,10 +60,12 @@ class Segment:
 class Spool:
     """Not thread-safe: the owner serialises calls (MqttLink holds a lock around every use)."""
 
-    def __init__(self, path, segment_records=5000, fsync=True):
+    def __init__(self, path, segment_records=5000, fsync=True, mem_records=100000):
         self.path = path
         self.segment_records = segment_records
         self.fsync = fsync
+        self.mem_records = mem_records
+        self._in_mem = 0  # records held decoded by sealed segments
         os.makedirs(path, exist_ok=True)
         self.segments = []  # sealed, in offset order
         self.committed = 0
@@ -51,6 +75,7 @@ class Spool:
         self._a = 0
         self._n = 0
         self._keys = []
+        self._rows = []
         self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -119,16 +144,15 @@ class Spool:
     def append(self, pid, qos, dup, retain, topic, payload, props, ts):
         """Writes one message under the next offset and returns that offset."""
         if self._f is None:
-            self._a, self._n, self._keys = self.next_offset, 0, []
+            self._a, self._n, self._keys, self._rows = self.next_offset, 0, [], []
             self._f = open(os.path.join(self.path, "open-%020d.jsonl" % self._a), "w", buffering=1 << 20)
         off = self.next_offset
-        self._f.write(json.dumps([off, pid, qos, dup, retain, topic, base64.b64encode(payload).decode(), props,
-                                  ts], separators=(",", ":")))
-        self._f.write("\n")
+        self._f.write(record_line(off, pid, qos, dup, retain, topic, payload, props, ts))
         self.next_offset = off + 1
         self._n += 1
         if qos:
             self._keys.append((off, pid, qos))
+        self._rows.append((off, pid, qos, dup, retain, topic, payload, props, ts))
         if self._n >= self.segment_records:
             self.seal()
         return off
@@ -153,7 +177,15 @@ class Spool:
         os.replace(os.path.join(self.path, "open-%020d.jsonl" % self._a), path)
         if self.fsync:
             fsync_dir(self.path)
-        self.segments.append(Segment(self._a, b, path, self._keys))
+        self.segments.append(Segment(self._a, b, path, self._keys, self._rows))
+        self._in_mem += len(self._rows)
+        self._rows = []
+        for seg in self.segments:  # over the bound: the oldest are read from their files again
+            if self._in_mem <= self.mem_records:
+                break
+            if seg.rows is not None:
+                self._in_mem -= len(seg.rows)
+                seg.rows = None
 
     def skip(self, n=1):
         """Offsets without a record (a heartbeat): the consumer gets an empty range to commit. Persisted, so
@@ -191,6 +223,11 @@ class Spool:
         """Sealed segment files holding offsets in [lo, hi)."""
         return [s.path for s in self.segments if s.a < hi and s.b > lo]
 
+    def sources(self, lo, hi):
+        """What records() needs for [lo, hi): (decoded rows or None, path) of each sealed segment. Taken under
+        the owner's lock; the rows lists of sealed segments never change, so they are read outside it."""
+        return [(s.rows, s.path) for s in self.segments if s.a < hi and s.b > lo]
+
     def drop_through(self, end):
         """Deletes the segments wholly below `end` (committed, and every ack in them written: no one needs
         them again, neither the consumer nor the recognition of a redelivery)."""
@@ -198,6 +235,8 @@ class Spool:
         keep = []
         for s in self.segments:
             if s.b <= end:
+                if s.rows is not None:
+                    self._in_mem -= len(s.rows)
                 try:
                     os.remove(s.path)
                 except FileNotFoundError:
@@ -221,6 +260,22 @@ def read_lines(paths, lo, hi):
                 off = int(line[1:line.index(b",")])  # a line starts "[offset,"
                 if lo <= off < hi:
                     yield line
+
+
+def records(sources, lo, hi):
+    """(offset, pid, qos, dup, retain, topic, payload bytes, props, received_ts) with lo <= offset < hi, from
+    memory where the segment holds them, else parsed from its file."""
+    for rows, path in sources:
+        if rows is None:
+            for r in read_range([path], lo, hi):
+                r[6] = base64.b64decode(r[6])
+                yield tuple(r)
+        elif rows and rows[0][0] >= lo and rows[-1][0] < hi:
+            yield from rows
+        else:
+            for r in rows:
+                if lo <= r[0] < hi:
+                    yield r
 
 
 def read_range(paths, lo, hi):
