@@ -97,6 +97,7 @@ def session(data):
     from tinymqtt.errors import RemoteProtocolError, ConnectError, ConnectionLost, LocalProtocolError
     from tinymqtt.packets import frame, decode
     from tinymqtt.session import Session
+    import tinymqtt.cli_codec  # noqa: F401  (_check_out decodes what we send: the codec's server half)
     if len(data) < 2:
         return
     cfg, rng, stream = data[0], _Rng(data[1]), data[2:]
