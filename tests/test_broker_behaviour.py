@@ -370,7 +370,7 @@ def idle_with_keepalive(broker):
         c.connect()
         c.tap = Tap(c)
     t0 = time.monotonic()
-    run(list(clients.values()), lambda: all(len(c.tap.of_type(PINGREQ)) >= 2 and not c.session._pinging
+    run(list(clients.values()), lambda: all(len(c.tap.of_type(PINGREQ)) >= 2 and not c.session.pinging
                                             for c in clients.values()), 20)
     yield t0, clients
     for c in clients.values():
@@ -388,7 +388,7 @@ def test_keepalive_pings_while_idle(idle_with_keepalive, version):
     assert len(pings) >= 2, "PINGREQs at %r s (keepalive 2 s)" % pings
     # Never early: each PINGREQ comes a keep-alive after the last traffic (the previous PINGREQ's answer).
     assert all(b - a >= 1.99 for a, b in zip(pings, pings[1:])), pings
-    assert not c.session._pinging, "the last PINGREQ got no PINGRESP"
+    assert not c.session.pinging, "the last PINGREQ got no PINGRESP"
 
 
 # ------------------------------------------------------------------------------------------ QoS through the broker

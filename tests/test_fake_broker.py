@@ -263,7 +263,7 @@ def test_server_keepalive_overrides_ours(rig):
     fb, c = rig(V5, server, keepalive=60, port_impl=clock)
     c.connect()  # at 1000
     assert not at(c, clock, 1999) and at(c, clock, 2000)  # 1 s, the server's keep-alive, not our 60
-    fb.run(c, until=lambda: not c.session._pinging, timeout=10)
+    fb.run(c, until=lambda: not c.session.pinging, timeout=10)
     assert not at(c, clock, 2999) and at(c, clock, 3000)
     fb.run(c)
     assert c.is_connected() and not c.errors
@@ -287,7 +287,7 @@ def test_pingreq_on_schedule_counts_from_the_last_traffic(rig):
     fb.run(c, until=lambda: c.messages, timeout=10)  # traffic at 1500 both ways
     assert not at(c, clock, 2000) and not at(c, clock, 2499)  # 1 s after the last traffic, not after CONNACK
     assert at(c, clock, 2500)
-    fb.run(c, until=lambda: not c.session._pinging, timeout=10)
+    fb.run(c, until=lambda: not c.session.pinging, timeout=10)
     assert not at(c, clock, 3499) and at(c, clock, 3500)
     fb.run(c)
     assert c.messages == [("x", b"1", 1)] and not c.errors

@@ -126,8 +126,11 @@ class Session:
         self.ack_later = self.hold = self.parked = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
+        # hold_pubrel: fn(pid) -> True when the application answers that PUBREL itself, with complete(pid), once
+        # it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves).
+        self.hold_pubrel = None
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
-        self._pinging = False
+        self.pinging = False  # a PINGREQ awaits its PINGRESP
         self._limits({})
 
     # ------------------------------------------------------------ connection lifecycle
@@ -154,7 +157,7 @@ class Session:
         """Starts a new network connection: writes CONNECT into out."""
         self._now = self.last_sent = self.last_recv = self._connect_at = now
         self.inlen = self.outlen = 0
-        self._pinging = False
+        self.pinging = False
         self._limits({})
         self._rx_alias = [None] * (self.topic_alias_maximum + 1)
         v = self.version
@@ -179,7 +182,7 @@ class Session:
     def connection_lost(self):
         """The driver saw the transport close. In-flight state stays for the next connection."""
         self.state = DISCONNECTED
-        self._pinging = False
+        self.pinging = False
 
     def disconnect(self, reason=0, props=None):
         """Writes DISCONNECT (v5: with reason code; 0x04 asks the server to publish the will)."""
@@ -532,7 +535,7 @@ class Session:
         elif t == SUBACK or t == UNSUBACK:
             self._on_suback(p)
         elif t == PINGRESP:
-            self._pinging = False
+            self.pinging = False
         elif t == DISCONNECT:
             if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
@@ -717,9 +720,18 @@ class Session:
         j = self._rx_find(pid)
         if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
             raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
+        if self.hold_pubrel is None or not self.hold_pubrel(pid):
+            self.complete(pid)
+
+    def complete(self, pid):
+        """Ends an inbound QoS 2 flow with PUBCOMP (see hold_pubrel). False when `out` has no room."""
+        if len(self.out) - self.outlen < 8:
+            return False
+        j = self._rx_find(pid)
         if j >= 0:
             self._rx_remove(j)
         self._ack_out(PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
+        return True
 
     def _on_ack(self, t, pid, reason):
         f = self.flights
@@ -781,10 +793,10 @@ class Session:
         wait = 60000
         ka = self.keepalive_ms
         if ka:
-            if self._pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
+            if self.pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
                 self._ping_at = now  # deadline starts again once reading resumes
                 wait = max(ka // 2, 500)
-            elif self._pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
+            elif self.pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
                 left = max(ka // 2, 500) - ticks_diff(now, self._ping_at)
                 if left <= 0:
                     self.state = DISCONNECTED
@@ -792,12 +804,7 @@ class Session:
                 wait = left
             else:
                 idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
-                if idle >= ka and len(self.out) - self.outlen >= 2:
-                    self.out[self.outlen] = 0xC0  # PINGREQ
-                    self.out[self.outlen + 1] = 0
-                    self.outlen += 2
-                    self.last_sent = self._ping_at = now
-                    self._pinging = True
+                if idle >= ka and self.ping(now):
                     wait = max(ka // 2, 500)
                 else:
                     wait = max(ka - idle, 1)
@@ -805,6 +812,18 @@ class Session:
             wait = min(wait, self._retry(now))
         self.pump()
         return wait
+
+    def ping(self, now):
+        """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
+        a barrier: its PINGRESP means the server has read everything sent before it."""
+        if self.pinging or len(self.out) - self.outlen < 2:
+            return False
+        self.out[self.outlen] = 0xC0
+        self.out[self.outlen + 1] = 0
+        self.outlen += 2
+        self.last_sent = self._ping_at = now
+        self.pinging = True
+        return True
 
     def _retry(self, now):
         # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default).

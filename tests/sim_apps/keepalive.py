@@ -16,7 +16,7 @@ async def main():
     await asyncio.sleep(config.IDLE)
     res = {}
     for v, c in zip(config.VERSIONS, cs):
-        res[v] = {"connected": c.is_connected(), "pinging": c.session._pinging, "error": str(c.last_error)}
+        res[v] = {"connected": c.is_connected(), "pinging": c.session.pinging, "error": str(c.last_error)}
         await c.disconnect()
     print("RESULT", json.dumps(res))
 

@@ -356,31 +356,27 @@ class MqttLink:
         # be resent as duplicates to the next process). A PINGRESP answers a PINGREQ sent after the acks, so
         # the broker has handled them; the PUBRELs it sends meanwhile are answered too.
         s = c.session
-        if not c.is_connected() or len(s.out) - s.outlen < 2:
-            return
-        s.out[s.outlen], s.out[s.outlen + 1] = 0xC0, 0  # PINGREQ, as the session's keep-alive writes it
-        s.outlen += 2
-        s.last_sent = s._ping_at = c.p.ticks_ms()
-        s._pinging = True  # the session clears it on PINGRESP
-        c.flush()
+        sent = False  # our own PINGREQ (one already unanswered, a keep-alive's, proves nothing about the acks)
         deadline = time.monotonic() + timeout
-        while (s._pinging or self._rel_todo or self.state.rel) and c.is_connected() and time.monotonic() < deadline:
+        while c.is_connected() and time.monotonic() < deadline:
+            if not sent:
+                sent = s.ping(c.p.ticks_ms())
+                c.flush()
+            elif not (s.pinging or self._rel_todo or self.state.rel):
+                return
             c.loop(0.05)
             self._pubcomps(c)
 
     def _hold_pubrel(self, session):
         # A PUBCOMP frees the packet id at the broker, which may reuse it at once: AckState must forget the id
-        # first. The session answers a PUBREL as it parses it, so the link takes the PUBREL over and answers
-        # it (the session's own handler) in _pubcomps, after saving.
-        answer = session._on_pubrel
-
-        def on_pubrel(pid):
+        # first. So the link holds the PUBRELs of the flows it tracks and completes them in _pubcomps, after
+        # saving; the session answers the others itself.
+        def hold(pid):
             if pid in self.state.rel:
                 self._rel_todo[pid] = None
-            else:
-                answer(pid)
-        session._on_pubrel = on_pubrel
-        self._answer_pubrel = answer
+                return True
+            return False
+        session.hold_pubrel = hold
 
     def _pubcomps(self, c):
         if not self._rel_todo or not c.is_connected():
@@ -394,7 +390,7 @@ class MqttLink:
         for pid in pids:
             if len(s.out) - s.outlen < 8:
                 c.flush()
-            self._answer_pubrel(pid)
+            s.complete(pid)
         c.flush()
         self.stats["pubcomps"] += len(pids)
 

@@ -17,6 +17,6 @@ while time.ticks_diff(time.ticks_ms(), start) < config.IDLE * 1000:
         c.loop(0.02)
 res = {}
 for v, c in zip(config.VERSIONS, cs):
-    res[v] = {"connected": c.is_connected(), "pinging": c.session._pinging, "error": str(c.last_error)}
+    res[v] = {"connected": c.is_connected(), "pinging": c.session.pinging, "error": str(c.last_error)}
     c.disconnect()
 print("RESULT", json.dumps(res))
