@@ -29,14 +29,14 @@ def layer(request):                          # test_unix_transport.py for its ow
     return request.param
 
 
-@pytest.fixture
-def board(layer):
-    """board(app, host, port, **config) -> the running unixport.Board; every board is ended after the test."""
+def boards(apps, layer):
+    """The body of a `board` fixture: board(app, host, port, **config) -> the running unixport.Board, an app
+    from `apps` on `layer`; every board is ended after the test."""
     started = []
 
     def start(app, host, port, **config):
         env = dict(config, BROKER_HOST=host, BROKER_PORT=port, CLIENT_ID="u%d%s" % (config.get("VERSION", 0), uid()))
-        b = unixport.Board(os.path.join(APPS, app), layer, env)
+        b = unixport.Board(os.path.join(apps, app), layer, env)
         b.config = env
         started.append(b)
         return b
@@ -44,3 +44,8 @@ def board(layer):
     yield start
     for b in started:
         b.close()
+
+
+@pytest.fixture
+def board(layer):
+    yield from boards(APPS, layer)

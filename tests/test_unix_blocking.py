@@ -8,6 +8,7 @@ import pytest
 
 from tests.support import unixport
 from tests.support.broker import Mosquitto
+from tests.test_unix_aio import boards, layer  # noqa: F401 (layer: a fixture)
 from tests.test_sim_board import (peers, prefix, uid,  # noqa: F401 (fixtures)
                                   test_will_published_when_the_board_crashes,
                                   test_status_offline_published_by_the_board_and_no_will,
@@ -20,26 +21,9 @@ pytestmark = pytest.mark.skipif(not unixport.available(), reason="needs .venv/bi
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unix_apps", "blocking")
 
 
-@pytest.fixture(params=["linux", "esp32"])  # picow shares esp32's socket layer (ports/common): see
-def layer(request):                          # test_unix_transport.py for its own WLAN code on real sockets
-    return request.param
-
-
 @pytest.fixture
 def board(layer):
-    """board(app, host, port, **config) -> the running unixport.Board; every board is ended after the test."""
-    started = []
-
-    def start(app, host, port, **config):
-        env = dict(config, BROKER_HOST=host, BROKER_PORT=port, CLIENT_ID="u%d%s" % (config.get("VERSION", 0), uid()))
-        b = unixport.Board(os.path.join(APPS, app), layer, env)
-        b.config = env
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        b.close()
+    yield from boards(APPS, layer)
 
 
 @pytest.fixture(scope="module")
