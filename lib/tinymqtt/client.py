@@ -270,7 +270,7 @@ class Client:
             self.on_event(ev, value, reason)
 
     def _failed_add(self, pid, reason):
-        if len(self._failed) >= 64:  # bounded: the oldest failures nobody asked about go first
+        if len(self._failed) >= 64:  # bounded: a failure nobody asked about goes (the oldest on CPython)
             self._failed.pop(next(iter(self._failed)))
         self._failed[pid] = reason
 
