@@ -22,25 +22,6 @@ def _sleep_ms(ms):
 Message = namedtuple("Message", ("topic", "payload", "qos", "retain", "dup", "pid", "props"))
 
 
-class Messages:
-    """`async for msg in client.messages()`: a class with __anext__, as MicroPython has no async generators."""
-
-    def __init__(self, client):
-        self.c = client
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self):
-        c = self.c
-        while not c._inbox_n:
-            if c._closed:
-                raise StopAsyncIteration
-            c._inbox_ev.clear()
-            await c._inbox_ev.wait()
-        return c._take()
-
-
 class AsyncClient(Driver):
     """async with AsyncClient("broker", client_id="dev1", version=5) as c:
            await c.subscribe("cmd/#", 1); await c.publish("t", b"x", qos=1)
@@ -193,8 +174,20 @@ class AsyncClient(Driver):
 
     def messages(self):
         """`async for msg in client.messages()`: the messages no subscribe(handler=...) claimed, oldest first;
-        at most Receive Maximum are held (see __init__). Each msg is a Message the application may keep."""
-        return Messages(self)
+        at most Receive Maximum are held (see __init__). Each msg is a Message the application may keep.
+        (The client is its own iterator: MicroPython has no async generators, and a class costs heap.)"""
+        return self
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        while not self._inbox_n:
+            if self._closed:
+                raise StopAsyncIteration
+            self._inbox_ev.clear()
+            await self._inbox_ev.wait()
+        return self._take()
 
     def _take(self):
         # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.

@@ -15,11 +15,7 @@ class Client(Driver):
 
     def connect(self, timeout=10.0):
         """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
-        try:
-            self._open()
-        except LINK_ERRORS as e:  # e.g. TLS 1.3: a refused client certificate shows at the first write
-            self._close(e)
-            raise
+        self._io(self._open)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by _wait()
         if not self._wait(self.is_connected, timeout, True):
             self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             raise self.last_error
@@ -130,12 +126,10 @@ class Client(Driver):
                     timeout_ms = min(timeout_ms, ticks_diff(self._next_try, self.p.ticks_ms()))
                 time.sleep(max(timeout_ms, 1) / 1000)
             return
-        try:  # _io inlined: a bound method and an *args tuple would allocate on every loop()
+        try:  # not through _io: a bound method and an *args tuple would allocate on every loop()
             self._step(timeout_ms)
         except LINK_ERRORS as e:
-            self._close(e)
-            if isinstance(e, ConnectError) and not self.reconnect:
-                raise
+            self._fail(e)
 
     def _step(self, timeout_ms):
         s, p = self.session, self.p
@@ -153,34 +147,29 @@ class Client(Driver):
             self.loop(1.0)
 
     def _io(self, fn):
-        # Whatever ends the link (a transport error, a protocol error, a dead link) closes it here; the
-        # session keeps its state and the next loop() reconnects after the backoff.
         try:
             fn()
         except LINK_ERRORS as e:
-            self._close(e)
-            if isinstance(e, ConnectError) and not self.reconnect:
-                raise
+            self._fail(e)
+
+    def _fail(self, e):
+        # Whatever ends the link (a transport error, a protocol error, a dead link) closes it here; the
+        # session keeps its state and the next loop() reconnects after the backoff.
+        self._close(e)
+        if isinstance(e, ConnectError) and not self.reconnect:
+            raise e
 
     def _wait(self, done, timeout, connecting=False):
+        # Loops until done() or timeout s; raises when nothing can complete (connecting: the link's error).
         p = self.p
         start, ms = p.ticks_ms(), int(timeout * 1000)
         while not done():
+            if not self.transport and (connecting or not self.reconnect):
+                raise self.last_error if connecting else self._offline()
             left = ms - ticks_diff(p.ticks_ms(), start)
             if left <= 0:
                 return False
-            if connecting and not self.transport:
-                raise self.last_error
-            if not self.transport and not self.reconnect:  # nothing can complete without a connection
-                raise self._offline()
-            if connecting:
-                try:
-                    self._step(min(left, 1000))
-                except LINK_ERRORS as e:
-                    self._close(e)
-                    raise
-            else:
-                self._loop(min(left, 1000))
+            self._loop(min(left, 1000))
         return True
 
     def _offline(self):
