@@ -44,10 +44,10 @@ class AsyncClient(Driver):
         self._inbox = [None] * s.receive_maximum
         self._inbox_head = self._inbox_n = 0
         self._inbox_ev = asyncio.Event()  # set when a message arrives
-        self._taken = asyncio.Event()  # set when the application takes one from a full inbox
-        # One Event for every flow awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its
-        # own packet id in _done) and for publish() waiting for a free in-flight slot: set at every session
-        # event, so a flow costs no Event of its own.
+        # One Event for every other wait: flows awaited by publish(), subscribe(), unsubscribe() (each waiter
+        # looks for its own packet id in _done), publish() waiting for a free in-flight slot, the reader parked
+        # behind a full inbox. Set at every session event and when a full inbox frees a place: a flow costs no
+        # Event of its own, and each waiter checks its own condition again.
         self._changed = asyncio.Event()
         self._connected = asyncio.Event()
         self._tasks = []
@@ -67,8 +67,7 @@ class AsyncClient(Driver):
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except asyncio.TimeoutError:
-            await self.close()
-            raise ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
+            self.last_error = ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
         if not self.is_connected():
             err = self.last_error
             await self.close()
@@ -111,7 +110,6 @@ class AsyncClient(Driver):
         self.session.connection_lost()
         self.session.hold = False
         self._inbox_ev.set()
-        self._taken.set()
         d = self._done
         for pid in d:
             if d[pid] is WAITING:
@@ -198,7 +196,7 @@ class AsyncClient(Driver):
         self._inbox_n -= 1
         if s.hold:
             s.hold = False
-            self._taken.set()
+            self._changed.set()
         if m.qos and not s.manual_ack:
             try:
                 if not s.ack(m):  # `out` is full: write it first
@@ -246,7 +244,7 @@ class AsyncClient(Driver):
             if not st:
                 if not self.reconnect:
                     return
-                await _sleep_ms(max(0, ticks_diff(self._next_try, p.ticks_ms())))
+                await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
                 try:
                     await self._open()
                 except LINK_ERRORS as e:
@@ -254,17 +252,17 @@ class AsyncClient(Driver):
                 continue
             try:
                 n = await st.readinto(s.inbuf, s.inlen)
-                while s.received(n, p.ticks_ms()):  # stopped early: `out` is nearly full, or parked
+                while True:
+                    more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
                     n = 0
-                    if s.outlen:
+                    if s.outlen:  # acks to send (_flush() inlined: a coroutine called costs an allocation)
                         self._write()
                         await st.drain()
+                    if not more:
+                        break
                     while s.parked and s.hold and self.transport is st:  # a message arrived; the inbox is full
-                        self._taken.clear()
-                        await self._taken.wait()
-                if s.outlen:  # acks to send (_flush() inlined: a coroutine called costs an allocation)
-                    self._write()
-                    await st.drain()
+                        self._changed.clear()
+                        await self._changed.wait()
             except LINK_ERRORS as e:
                 if self.transport is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._close(e)
