@@ -6,9 +6,7 @@
 import asyncio
 from collections import namedtuple
 
-from tinymqtt.errors import ConnectionLost, ConnectError
-from tinymqtt.session import ticks_diff
-from tinymqtt.driver import LINK_ERRORS, WAITING, Driver, const
+from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, const, ticks_diff, ConnectionLost, ConnectError
 
 _CONNACK = const(2)  # (tinymqtt.packets' types, inlined by MicroPython)
 _PUBLISH = const(3)

@@ -2,9 +2,7 @@
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
 # link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
 # message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
-from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, LocalProtocolError
-from tinymqtt.session import ticks_diff
-from tinymqtt.driver import LINK_ERRORS, WAITING, Driver
+from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, ticks_diff, ConnectionLost, ConnectError, LocalProtocolError
 
 
 class Client(Driver):
@@ -118,13 +116,12 @@ class Client(Driver):
 
     def _loop(self, timeout_ms):
         if not self.transport:
-            if self.reconnect and ticks_diff(self.p.ticks_ms(), self._next_try) >= 0:
-                self._io(self._open)
-            else:
+            due = ticks_diff(self._next_try, self.p.ticks_ms()) if self.reconnect else timeout_ms
+            if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
                 import time
-                if self.reconnect:  # wake up when the next reconnect attempt is due
-                    timeout_ms = min(timeout_ms, ticks_diff(self._next_try, self.p.ticks_ms()))
-                time.sleep(max(timeout_ms, 1) / 1000)
+                time.sleep(max(1, min(due, timeout_ms)) / 1000)
+            else:
+                self._io(self._open)
             return
         try:  # not through _io: a bound method and an *args tuple would allocate on every loop()
             self._step(timeout_ms)
@@ -175,10 +172,8 @@ class Client(Driver):
     def _offline(self):
         # The error for a request that needs a connection when none is left and none will come back.
         e = self.last_error
-        if isinstance(e, ConnectionLost):
-            return e
-        return ConnectionLost(e.reason if isinstance(e, MQTTError) else 0x80,
-                              "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
+        return e if isinstance(e, ConnectionLost) else ConnectionLost(
+            getattr(e, "reason", 0x80), "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
 
     def __enter__(self):
         self.connect()

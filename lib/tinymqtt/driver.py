@@ -3,7 +3,7 @@
 # await read, closing a link, and the reconnect backoff. The port contract is written once, in default_port().
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, \
     NotDelivered
-from tinymqtt.session import Session
+from tinymqtt.session import Session, ticks_diff  # (ticks_diff and the errors: the clients import them from here)
 
 try:
     from micropython import const
