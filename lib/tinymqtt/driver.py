@@ -94,12 +94,15 @@ class Driver:
             if value.pid in d:
                 d[value.pid] = value
         elif ev == _LOST or _PUBACK <= ev <= _PUBCOMP:  # a QoS 1/2 flow ended (PUBREC: refused)
-            pid, r = value, reason  # (two assignments: a tuple would allocate)
+            pid, r = value, reason  # (no conditional expression: its tuples would allocate)
             if ev == _LOST:
                 pid, r = value.pid, -1
             if pid in d or not 0 <= r < 0x80:  # awaited, or failed: wait_for() may ask later
-                if len(d) >= 64 and pid not in d:  # bounded: a failure nobody asked about goes (the oldest on CPython)
-                    d.pop(next(iter(d)))
+                if len(d) >= 64 and pid not in d:  # bounded: the oldest entry nobody awaits goes
+                    for k in d:
+                        if d[k] is not WAITING:
+                            del d[k]
+                            break
                 d[pid] = r
         elif ev == _AUTH and self.on_auth:
             answer = self.on_auth(value)
