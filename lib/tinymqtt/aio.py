@@ -56,11 +56,9 @@ class AsyncClient(Driver):
 
     async def connect(self, timeout=10.0):
         """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
-        try:
-            await self._open()
-        except LINK_ERRORS as e:  # e.g. TLS 1.3: a refused client certificate shows at the first write
-            self._close(e)
-            raise
+        await self._open()
+        if not self.transport:  # e.g. TLS 1.3: a refused client certificate shows at the first write
+            raise self.last_error
         self._tasks = [asyncio.create_task(self._reader()), asyncio.create_task(self._ticker())]
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
@@ -73,11 +71,15 @@ class AsyncClient(Driver):
         return self.session.session_present
 
     async def _open(self):
+        # A failure that ends the link closes it (last_error tells why); one of the caller's own raises.
         p = self.p
-        p.network_up()
-        self.session.connect(p.ticks_ms())  # first: a CONNECT we may not send opens no socket
-        self.transport = await p.open_stream(self.host, self.port, self.tls)
-        await self._flush()
+        try:
+            p.network_up()
+            self.session.connect(p.ticks_ms())  # first: a CONNECT we may not send opens no socket
+            self.transport = await p.open_stream(self.host, self.port, self.tls)
+            await self._flush()
+        except LINK_ERRORS as e:
+            self._close(e)
 
     def _close(self, err):
         self._connected.clear()
@@ -243,10 +245,7 @@ class AsyncClient(Driver):
                 if not self.reconnect:
                     return
                 await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
-                try:
-                    await self._open()
-                except LINK_ERRORS as e:
-                    self._close(e)
+                await self._open()
                 continue
             try:
                 n = await st.readinto(s.inbuf, s.inlen)
