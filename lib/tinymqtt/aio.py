@@ -94,7 +94,7 @@ class AsyncClient(Driver):
             self.session.disconnect(reason, props)
             try:
                 await self._flush()
-            except OSError:
+            except LINK_ERRORS:  # the link died meanwhile (a board stream raises ConnectionLost): closing anyway
                 pass
         await self.close()
 
