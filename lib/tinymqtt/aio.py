@@ -170,14 +170,13 @@ class AsyncClient(Driver):
             await self._flush_safely()
         await self._flush_safely()
 
-    def messages(self):
-        """`async for msg in client.messages()`: the messages no subscribe(handler=...) claimed, oldest first;
-        at most Receive Maximum are held (see __init__). Each msg is a Message the application may keep.
-        (The client is its own iterator: MicroPython has no async generators, and a class costs heap.)"""
-        return self
-
     def __aiter__(self):
         return self
+
+    # `async for msg in client.messages()`: the messages no subscribe(handler=...) claimed, oldest first; at most
+    # Receive Maximum are held (see __init__). Each msg is a Message the application may keep. The client is its
+    # own iterator: MicroPython has no async generators, and a class of its own would cost heap.
+    messages = __aiter__
 
     async def __anext__(self):
         while not self._inbox_n:

@@ -43,11 +43,10 @@ class Client(Driver):
         if not self.transport and not self.reconnect and s._connected_once:
             raise self._offline()
         pid = s.publish(topic, payload, qos, retain, props)
-        if pid < 0:  # (a method, not a lambda: a closure over `s` would allocate a cell on every publish)
-            self._wait(self._has_room, timeout)
-            pid = s.publish(topic, payload, qos, retain, props)
-            if pid < 0:
-                raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
+        if pid < 0 and self._wait(self._has_room, timeout):  # (a method, not a lambda: a closure over `s`
+            pid = s.publish(topic, payload, qos, retain, props)  # would allocate a cell on every publish)
+        if pid < 0:
+            raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         self._done.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
         if self.transport and (not self.batch or s.outlen > len(s.out) // 2):
             try:  # inline rather than through _io: a bound method would allocate on every publish
