@@ -1,8 +1,11 @@
-# MQTT 5 properties (spec 2.2.2): the identifier table with each property's type and the packets it may
-# appear in, and reading/writing a property block. Properties travel as a dict {identifier: value};
-# User Property (and Subscription Identifier in PUBLISH) may repeat, so their value is a list.
+# Everything MQTT 5 adds to the codec, loaded by packets.v5() at the first v5 packet: properties (spec 2.2.2:
+# the identifier table with each property's type and the packets it may appear in, reading and writing a
+# property block), the reason codes each packet may carry, and the v5 fields after a packet's fixed ones.
+# Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
+# repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
-from tinymqtt.wire import put_u8, put_u16, put_u32, put_vbi, put_str, vbi_len
+from tinymqtt.packets import NAMES
+from tinymqtt.wire import put as put_int, put_vbi, put_str, vbi_len
 
 PAYLOAD_FORMAT_INDICATOR = 0x01
 MESSAGE_EXPIRY_INTERVAL = 0x02
@@ -89,42 +92,57 @@ TABLE = {
 _NONZERO = (0x21, 0x27, 0x0B)
 
 
-def _repeats(pid, ptype):
-    return pid == 0x26 or (pid == 0x0B and ptype == 3)
+def vbi(r, what="a Variable Byte Integer"):
+    """Reads a Variable Byte Integer with Reader r."""
+    v = 0
+    for shift in (0, 7, 14, 21):
+        d = r.u8(what)
+        v |= (d & 0x7F) << shift
+        if not d & 0x80:
+            if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
+                raise malformed("%s in non-minimal form" % what)
+            return v
+    raise malformed("%s longer than 4 bytes" % what)
+
+
+def binary(r, what="binary data"):
+    """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
+    p = r.need(r.u16(what), what)
+    return bytes(r.mv[p:r.pos])
 
 
 def read(r, ptype):
     """Reads a property block (length + properties) for packet type ptype (WILL for will properties)."""
-    n = r.vbi("property length")
+    n = vbi(r, "property length")
     end = r.pos + n
     if end > r.end:
         raise malformed("property length %d runs past the end of the packet" % n)
     props = {}
     while r.pos < end:
-        pid = r.vbi("property identifier")
+        pid = vbi(r, "property identifier")
         spec = TABLE.get(pid)
         if spec is None or not spec[1] & (1 << ptype):
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t = spec[0]
-        if t == BYTE or t == BOOL:
+        if t <= BOOL:
             v = r.u8()
             if v > 1:
                 raise protocol_error("property 0x%02X must be 0 or 1, got %d" % (pid, v))
         elif t == U16:
             v = r.u16()
         elif t == U32:
-            v = r.u32()
+            v = r.u16() << 16 | r.u16()
         elif t == VBI:
-            v = r.vbi()
+            v = vbi(r)
         elif t == STR:
             v = r.str("property 0x%02X" % pid)
         elif t == BIN:
-            v = r.bin()
+            v = binary(r)
         else:
             v = (r.str("user property name"), r.str("user property value"))
         if v == 0 and pid in _NONZERO:
             raise protocol_error("property 0x%02X must not be 0" % pid)
-        if _repeats(pid, ptype):
+        if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
             props.setdefault(pid, []).append(v)
         elif pid in props:
             raise protocol_error("property 0x%02X appears more than once" % pid)
@@ -135,34 +153,24 @@ def read(r, ptype):
     return props
 
 
-def _put_one(b, pos, pid, t, v):
-    pos = put_vbi(b, pos, pid)
-    if t == BOOL and not 0 <= v <= 1:
-        raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, v))
-    if t == BYTE or t == BOOL:
-        return put_u8(b, pos, v)
-    if t == U16:
-        return put_u16(b, pos, v)
-    if t == U32:
-        return put_u32(b, pos, v)
-    if t == VBI:
-        return put_vbi(b, pos, v)
-    if t == PAIR:
-        return put_str(b, put_str(b, pos, v[0]), v[1])
-    return put_str(b, pos, v)
-
-
 def _put_body(b, pos, props, ptype):
     for pid in props:
         spec = TABLE.get(pid)
         if spec is None or not spec[1] & (1 << ptype):
             raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
-        v = props[pid]
-        if _repeats(pid, ptype) and isinstance(v, list):
-            for x in v:
-                pos = _put_one(b, pos, pid, spec[0], x)
-        else:
-            pos = _put_one(b, pos, pid, spec[0], v)
+        t, v = spec[0], props[pid]
+        for x in (v if isinstance(v, list) and (pid == 0x26 or (pid == 0x0B and ptype == 3)) else (v,)):
+            pos = put_vbi(b, pos, pid)
+            if t == BOOL and not 0 <= x <= 1:
+                raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, x))
+            if t <= U32:
+                pos = put_int(b, pos, x, (1, 1, 2, 4)[t - 1])
+            elif t == VBI:
+                pos = put_vbi(b, pos, x)
+            elif t == PAIR:
+                pos = put_str(b, put_str(b, pos, x[0]), x[1])
+            else:
+                pos = put_str(b, pos, x)
     return pos
 
 
@@ -173,11 +181,41 @@ def size(props, ptype):
 
 def put(b, pos, props, ptype, extra=0):
     """Writes a property block; `extra` reserves body bytes the caller writes right after (a topic alias)."""
-    n = size(props, ptype)
-    pos = put_vbi(b, pos, n + extra)
+    pos = put_vbi(b, pos, size(props, ptype) + extra)
     return _put_body(b, pos, props, ptype) if props else pos
 
 
 def block_len(props, ptype, extra=0):
     n = size(props, ptype) + extra
     return vbi_len(n) + n
+
+
+def put_publish(b, pos, props, alias):
+    """A PUBLISH's property block, with a Topic Alias property last when alias is set; b None only counts."""
+    pos = put(b, pos, props, 3, 3 if alias else 0)
+    return put_int(b, put_int(b, pos, 0x23), alias, 2) if alias else pos  # 0x23: Topic Alias
+
+
+def put_tail(b, pos, p):
+    """Writes what MQTT 5 adds to an ack, DISCONNECT or AUTH with a reason code or properties (success without
+    properties is the shorter form without either): the reason code, then the properties if any."""
+    if not 11 < p.type < 14:  # PINGREQ and PINGRESP carry neither
+        pos = put_int(b, pos, p.reason)
+        if p.props:
+            pos = put(b, pos, p.props, p.type)
+    return pos
+
+
+def tail(r, p):
+    """Reads what MQTT 5 adds after the fixed fields of a packet a server sends: its reason code (CONNACK's
+    always, an ack's, DISCONNECT's or AUTH's if present) and its properties."""
+    t = p.type
+    if t in (1, 8, 10, 12, 13):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE: the server half's; PINGREQ, PINGRESP: none
+        return
+    if t == 2 or (r.pos < r.end and t != 3 and t != 9 and t != 11):
+        c = r.u8("reason code")
+        if c not in REASONS[t]:
+            raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
+        p.reason = c
+    if t in (2, 3, 9, 11) or r.pos < r.end:
+        p.props = read(r, t) or None
