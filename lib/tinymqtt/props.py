@@ -219,3 +219,12 @@ def tail(r, p):
         p.reason = c
     if t in (2, 3, 9, 11) or r.pos < r.end:
         p.props = read(r, t) or None
+
+
+def share_parts(filt):
+    """Shared subscriptions (spec 4.8.2): '$share/g/a/+' -> ('g', 'a/+'); a plain filter f -> (None, f); a share
+    name with no '/' after it gives (name, '')."""
+    if not filt.startswith("$share/"):
+        return None, filt
+    i = filt.find("/", 7)
+    return (filt[7:], "") if i < 0 else (filt[7:i], filt[i + 1:])
