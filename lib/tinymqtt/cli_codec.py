@@ -4,8 +4,8 @@
 # (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython and
 # MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
-from tinymqtt.errors import malformed, protocol_error, RemoteProtocolError
-from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES, _pid, _put_pid
+from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
 from tinymqtt.props import binary
 from tinymqtt.wire import put
 
@@ -84,8 +84,7 @@ def _d_connect(r, p, v):
         p.password = binary(r, "password")
 
 
-def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE
-    p.pid = _pid(r)
+def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
     if v == V5:
         _props(r, p, p.type)
     p.topics = []
@@ -109,7 +108,9 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     if p.type == K.CONNACK:
         pos = put(b, put(b, pos, bool(p.session_present)), p.reason)
     else:
-        pos = _put_pid(b, pos, p)
+        if not p.pid:
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[p.type])
+        pos = put(b, pos, p.pid, 2)
         if v < V5 and p.type == UNSUBACK:
             return pos
     if v == V5:

@@ -24,14 +24,34 @@ def v5():
             raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)") from None
     return P
 
-CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
-SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 8, 9, 10, 11, 12, 13, 14, 15
+try:
+    from micropython import const  # the constants below become literals in this module's code
+except ImportError:  # CPython
+    const = int
+
+CONNECT = const(1)
+CONNACK = const(2)
+PUBLISH = const(3)
+PUBACK = const(4)
+PUBREC = const(5)
+PUBREL = const(6)
+PUBCOMP = const(7)
+SUBSCRIBE = const(8)
+SUBACK = const(9)
+UNSUBSCRIBE = const(10)
+UNSUBACK = const(11)
+PINGREQ = const(12)
+PINGRESP = const(13)
+DISCONNECT = const(14)
+AUTH = const(15)
 NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
          "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH")
-V31, V311, V5 = 3, 4, 5
+V31 = const(3)
+V311 = const(4)
+V5 = const(5)
+# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE.
+_FLAGS = b"\0\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
 MAX_PACKET = 5 + MAX_VBI  # the largest packet the protocol can express
-
-_V3_SUBACK = (b"\x00\x01\x02", b"\x00\x01\x02\x80")  # the SUBACK codes of 3.1 and 3.1.1
 
 
 class Packet:
@@ -97,8 +117,8 @@ def decode(mv, version=V5):
     if not t or (t == AUTH and version < V5):
         raise malformed("reserved packet type %d" % t)
     if t != PUBLISH:
-        want = 2 if t == PUBREL or t == SUBSCRIBE or t == UNSUBSCRIBE else 0
-        if version == V31:  # 3.1 leaves these bits unused, except QoS 1 on the three above (DUP allowed)
+        want = _FLAGS[t]
+        if version == V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, SUBSCRIBE, UNSUBSCRIBE
             f &= want and 6
         if f != want:
             raise malformed("%s fixed header flags must be %s, got %s" % (NAMES[t], bin(want), bin(f)))
@@ -114,8 +134,6 @@ def decode(mv, version=V5):
         p.topic = s = r.str("topic name")
         if "+" in s or "#" in s:
             raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
-        if q:
-            p.pid = _pid(r)
     elif t == CONNACK:
         c = r.u8("connect acknowledge flags")
         if version == V31:
@@ -127,26 +145,26 @@ def decode(mv, version=V5):
             p.reason = r.u8("connect return code")
             if p.reason > 5:
                 raise malformed("CONNACK return code %d is reserved" % p.reason)
-    elif t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
+    if PUBLISH < t < PINGREQ or p.qos:  # PUBACK..UNSUBACK, and a PUBLISH at QoS 1 or 2
+        p.pid = r.u16("packet identifier")
+        if not p.pid:
+            raise malformed("packet identifier 0")
+    if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
         if not SERVER_DECODE:
             raise protocol_error("a server never sends %s" % NAMES[t])
         SERVER_DECODE(r, p, version)
-    elif t < PINGREQ:  # PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK
-        p.pid = _pid(r)
-    if version == V5:
+    elif version == V5:
         v5().tail(r, p)  # reason code and properties
     if t == PUBLISH:
         if not s and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
             raise protocol_error("empty topic name without a topic alias")
         p.payload = r.rest()
     elif t == SUBACK or (t == UNSUBACK and version == V5):  # a 3.x UNSUBACK is its packet id alone
-        ok = P.REASONS[t] if version == V5 else _V3_SUBACK[version - V31]
-        p.codes = []
-        while r.pos < n:
-            c = r.u8()
-            if c not in ok:
+        p.codes = list(mv[r.pos:n])
+        r.pos = n
+        for c in p.codes:
+            if (c not in P.REASONS[t]) if version == V5 else c > 2 and (c != 0x80 or version == V31):
                 raise protocol_error("%s reason code 0x%02X is not allowed" % (NAMES[t], c))
-            p.codes.append(c)
         if not p.codes:
             raise protocol_error("%s without reason codes" % NAMES[t])
     elif t == CONNACK and p.reason and p.session_present:
@@ -154,13 +172,6 @@ def decode(mv, version=V5):
     if r.pos != n:
         raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
     return p
-
-
-def _pid(r):
-    v = r.u16("packet identifier")
-    if not v:
-        raise malformed("packet identifier 0")
-    return v
 
 
 # ---------------------------------------------------------------- encoding
@@ -181,23 +192,11 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if alias and version < V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
-    if isinstance(topic, str):
-        if "\x00" in topic:
-            raise LocalProtocolError(0x81, "U+0000 is not allowed in a topic name: %r" % topic)
-        topic = topic.encode()
-    tl, pl = len(topic), len(payload)
-    if tl > 65535:
-        raise LocalProtocolError(0x95, "a topic of %d bytes exceeds 65535" % tl)
-    n = 2 + tl + pl + (2 if qos else 0)
+    pl = len(payload)
+    n = put_str(None, 0, topic) + pl + (2 if qos else 0)
     if version == V5:
         n += v5().put_publish(None, 0, props, alias)
-    pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
-    # Every publish passes here: the fields are written in place, without a call per field.
-    buf[pos] = tl >> 8
-    buf[pos + 1] = tl & 0xFF
-    pos += 2
-    buf[pos:pos + tl] = topic
-    pos += tl
+    pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
@@ -213,61 +212,50 @@ def encode(buf, p, version=V5, off=0):
     t = p.type
     if t == PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    body = _connect if t == CONNECT else _subscribe if t == SUBSCRIBE or t == UNSUBSCRIBE else SERVER_ENCODE
-    if 3 < t < 8 or t > 11:
-        body = _ack
+    body = SERVER_ENCODE if t == CONNACK or t == SUBACK or t == UNSUBACK else _body
     if not 0 < t < 16 or (t == AUTH and version < V5) or not body:
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
-    pos = _header(buf, off, t << 4 | (2 if t == PUBREL or t == SUBSCRIBE or t == UNSUBSCRIBE else 0), n)
+    pos = _header(buf, off, t << 4 | _FLAGS[t], n)
     return body(buf, pos, p, version) - off
 
 
-def _put_pid(b, pos, p):
-    if not p.pid:
-        raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[p.type])
-    return put(b, pos, p.pid, 2)
-
-
-def _connect(b, pos, p, v):
-    w, u, pw = p.will, p.username, p.password
-    if v == V31 and not 0 < len(p.client_id) <= 23:
-        raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-    if (v < V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
-        raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
-    f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
-    if w:
-        f |= 4 | w.qos << 3 | bool(w.retain) << 5
-    pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
-    pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-    if v == V5:
-        pos = v5().put(b, pos, p.props, CONNECT)
-    pos = put_str(b, pos, p.client_id)
-    if w:
+def _body(b, pos, p, v):
+    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
+    t = p.type
+    if t == CONNECT:
+        w, u, pw = p.will, p.username, p.password
+        if v == V31 and not 0 < len(p.client_id) <= 23:
+            raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+        if (v < V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+            raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
+        f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+        if w:
+            f |= 4 | w.qos << 3 | bool(w.retain) << 5
+        pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
+        pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
         if v == V5:
-            pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
-        pos = put_str(b, put_str(b, pos, w.topic), w.payload)
-    for s in (u, pw):
-        if s is not None:
-            pos = put_str(b, pos, s)
-    return pos
-
-
-def _ack(b, pos, p, v):  # PUBACK..PUBCOMP with their packet id; PINGREQ, PINGRESP, DISCONNECT, AUTH without
-    if p.type < SUBSCRIBE:
-        pos = _put_pid(b, pos, p)
+            pos = v5().put(b, pos, p.props, CONNECT)
+        pos = put_str(b, pos, p.client_id)
+        if w:
+            if v == V5:
+                pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+            pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+        for s in (u, pw):
+            if s is not None:
+                pos = put_str(b, pos, s)
+        return pos
+    if t < PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+        if not p.pid:
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
+        pos = put(b, pos, p.pid, 2)
+    if t == SUBSCRIBE or t == UNSUBSCRIBE:
+        if v == V5:
+            pos = v5().put(b, pos, p.props, t)
+        if not p.topics:
+            raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
+        for f in p.topics:
+            pos = put(b, put_str(b, pos, f[0]), f[1]) if t == SUBSCRIBE else put_str(b, pos, f)
+        return pos
+    # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
     return v5().put_tail(b, pos, p) if v == V5 and (p.reason or p.props) else pos
-
-
-def _subscribe(b, pos, p, v):  # SUBSCRIBE and UNSUBSCRIBE
-    pos = _put_pid(b, pos, p)
-    if v == V5:
-        pos = v5().put(b, pos, p.props, p.type)
-    if not p.topics:
-        raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[p.type])
-    for t in p.topics:
-        if p.type == SUBSCRIBE:
-            pos = put(b, put_str(b, pos, t[0]), t[1])
-        else:
-            pos = put_str(b, pos, t)
-    return pos

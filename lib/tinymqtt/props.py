@@ -210,7 +210,7 @@ def tail(r, p):
     """Reads what MQTT 5 adds after the fixed fields of a packet a server sends: its reason code (CONNACK's
     always, an ack's, DISCONNECT's or AUTH's if present) and its properties."""
     t = p.type
-    if t in (1, 8, 10, 12, 13):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE: the server half's; PINGREQ, PINGRESP: none
+    if 11 < t < 14:  # PINGREQ, PINGRESP: neither
         return
     if t == 2 or (r.pos < r.end and t != 3 and t != 9 and t != 11):
         c = r.u8("reason code")
