@@ -114,17 +114,14 @@ def decode(mv, version=V5):
     if n < 2 or frame(mv, n) != n:
         raise malformed("the Remaining Length of a %d-byte packet disagrees with its size" % n)
     t, f = mv[0] >> 4, mv[0] & 15
-    if not t or (t == AUTH and version < V5):
-        raise malformed("reserved packet type %d" % t)
-    if t != PUBLISH:
-        want = _FLAGS[t]
-        if version == V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, SUBSCRIBE, UNSUBSCRIBE
-            f &= want and 6
-        if f != want:
-            raise malformed("%s fixed header flags must be %s, got %s" % (NAMES[t], bin(want), bin(f)))
-    r = Reader(mv, 2, n)
-    while mv[r.pos - 1] & 0x80:  # past the Remaining Length, which frame() checked
-        r.pos += 1
+    if version == V31 and t != PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
+        f &= _FLAGS[t] and 6
+    if not t or (t == AUTH and version < V5) or (t != PUBLISH and f != _FLAGS[t]):
+        raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
+    i = 2
+    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+        i += 1
+    r = Reader(mv, i, n)
     p = Packet(t)
     if t == PUBLISH:
         q = f >> 1 & 3
@@ -135,38 +132,36 @@ def decode(mv, version=V5):
         if "+" in s or "#" in s:
             raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
     elif t == CONNACK:
-        c = r.u8("connect acknowledge flags")
+        c = r.u8()
         if version == V31:
             c = 0  # 3.1: the first byte is unused
-        elif c & 0xFE:
-            raise malformed("reserved CONNACK flag bits set: %s" % bin(c))
         p.session_present = bool(c)
         if version < V5:
-            p.reason = r.u8("connect return code")
-            if p.reason > 5:
-                raise malformed("CONNACK return code %d is reserved" % p.reason)
+            p.reason = r.u8()
+        if c & 0xFE or p.reason > 5 and version < V5:
+            raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
     if PUBLISH < t < PINGREQ or p.qos:  # PUBACK..UNSUBACK, and a PUBLISH at QoS 1 or 2
-        p.pid = r.u16("packet identifier")
+        p.pid = r.u16()
         if not p.pid:
             raise malformed("packet identifier 0")
-    if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
+    if t in (1, 8, 10):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
         if not SERVER_DECODE:
             raise protocol_error("a server never sends %s" % NAMES[t])
         SERVER_DECODE(r, p, version)
     elif version == V5:
-        v5().tail(r, p)  # reason code and properties
+        v5().tail(r, p)  # reason code, properties, SUBACK and UNSUBACK codes
+    elif t == SUBACK:
+        p.codes = list(mv[r.pos:n])
+        r.pos = n
+        for c in p.codes:
+            if c > 2 and (c != 0x80 or version == V31):  # 3.1.1 adds 0x80, failure
+                raise protocol_error("SUBACK return code 0x%02X is not allowed" % c)
+        if not p.codes:
+            raise protocol_error("SUBACK without return codes")
     if t == PUBLISH:
         if not s and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
             raise protocol_error("empty topic name without a topic alias")
         p.payload = r.rest()
-    elif t == SUBACK or (t == UNSUBACK and version == V5):  # a 3.x UNSUBACK is its packet id alone
-        p.codes = list(mv[r.pos:n])
-        r.pos = n
-        for c in p.codes:
-            if (c not in P.REASONS[t]) if version == V5 else c > 2 and (c != 0x80 or version == V31):
-                raise protocol_error("%s reason code 0x%02X is not allowed" % (NAMES[t], c))
-        if not p.codes:
-            raise protocol_error("%s without reason codes" % NAMES[t])
     elif t == CONNACK and p.reason and p.session_present:
         raise protocol_error("CONNACK refuses the connection but says session present")
     if r.pos != n:

@@ -35,8 +35,20 @@ WILDCARD_SUBSCRIPTION_AVAILABLE = 0x28
 SUBSCRIPTION_IDENTIFIER_AVAILABLE = 0x29
 SHARED_SUBSCRIPTION_AVAILABLE = 0x2A
 
+try:
+    from micropython import const  # the constants below become literals in this module's code
+except ImportError:  # CPython
+    const = int
+
 # Value types. BOOL is a byte that must be 0 or 1.
-BYTE, BOOL, U16, U32, VBI, STR, BIN, PAIR = 1, 2, 3, 4, 5, 6, 7, 8
+BYTE = const(1)
+BOOL = const(2)
+U16 = const(3)
+U32 = const(4)
+VBI = const(5)
+STR = const(6)
+BIN = const(7)
+PAIR = const(8)
 
 # Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
 WILL = 0
@@ -53,39 +65,46 @@ REASONS = {
         b"\x9d\x9e\x9f\xa0\xa1\xa2",  # DISCONNECT
     15: b"\x00\x18\x19",  # AUTH
 }
-_CONNECT, _CONNACK, _PUBLISH, _SUBSCRIBE, _DISCONNECT, _AUTH = 2, 4, 8, 256, 16384, 32768
-_W = 1
+_CONNECT = const(2 << 4)
+_CONNACK = const(4 << 4)
+_PUBLISH = const(8 << 4)
+_SUBSCRIBE = const(256 << 4)
+_DISCONNECT = const(16384 << 4)
+_AUTH = const(32768 << 4)
+_W = const(1 << 4)
 # PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
-_ACKS = 0xF0 | 1 << 9 | 1 << 11 | _DISCONNECT | _AUTH
+_ACKS = const((0xF0 | 1 << 9 | 1 << 11 | 16384 | 32768) << 4)
 
+# Each property's value type (the low 4 bits) and the packet types it may appear in (one bit each, from bit 4):
+# small ints, so the table holds no object per property.
 TABLE = {
-    0x01: (BOOL, _PUBLISH | _W),
-    0x02: (U32, _PUBLISH | _W),
-    0x03: (STR, _PUBLISH | _W),
-    0x08: (STR, _PUBLISH | _W),
-    0x09: (BIN, _PUBLISH | _W),
-    0x0B: (VBI, _PUBLISH | _SUBSCRIBE),
-    0x11: (U32, _CONNECT | _CONNACK | _DISCONNECT),
-    0x12: (STR, _CONNACK),
-    0x13: (U16, _CONNACK),
-    0x15: (STR, _CONNECT | _CONNACK | _AUTH),
-    0x16: (BIN, _CONNECT | _CONNACK | _AUTH),
-    0x17: (BOOL, _CONNECT),
-    0x18: (U32, _W),
-    0x19: (BOOL, _CONNECT),
-    0x1A: (STR, _CONNACK),
-    0x1C: (STR, _CONNACK | _DISCONNECT),
-    0x1F: (STR, _CONNACK | _ACKS),
-    0x21: (U16, _CONNECT | _CONNACK),
-    0x22: (U16, _CONNECT | _CONNACK),
-    0x23: (U16, _PUBLISH),
-    0x24: (BOOL, _CONNACK),
-    0x25: (BOOL, _CONNACK),
-    0x26: (PAIR, 0xFFFF),
-    0x27: (U32, _CONNECT | _CONNACK),
-    0x28: (BOOL, _CONNACK),
-    0x29: (BOOL, _CONNACK),
-    0x2A: (BOOL, _CONNACK),
+    0x01: BOOL | _PUBLISH | _W,
+    0x02: U32 | _PUBLISH | _W,
+    0x03: STR | _PUBLISH | _W,
+    0x08: STR | _PUBLISH | _W,
+    0x09: BIN | _PUBLISH | _W,
+    0x0B: VBI | _PUBLISH | _SUBSCRIBE,
+    0x11: U32 | _CONNECT | _CONNACK | _DISCONNECT,
+    0x12: STR | _CONNACK,
+    0x13: U16 | _CONNACK,
+    0x15: STR | _CONNECT | _CONNACK | _AUTH,
+    0x16: BIN | _CONNECT | _CONNACK | _AUTH,
+    0x17: BOOL | _CONNECT,
+    0x18: U32 | _W,
+    0x19: BOOL | _CONNECT,
+    0x1A: STR | _CONNACK,
+    0x1C: STR | _CONNACK | _DISCONNECT,
+    0x1F: STR | _CONNACK | _ACKS,
+    0x21: U16 | _CONNECT | _CONNACK,
+    0x22: U16 | _CONNECT | _CONNACK,
+    0x23: U16 | _PUBLISH,
+    0x24: BOOL | _CONNACK,
+    0x25: BOOL | _CONNACK,
+    0x26: PAIR | 0xFFFF << 4,
+    0x27: U32 | _CONNECT | _CONNACK,
+    0x28: BOOL | _CONNACK,
+    0x29: BOOL | _CONNACK,
+    0x2A: BOOL | _CONNACK,
 }
 
 # Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
@@ -120,10 +139,10 @@ def read(r, ptype):
     props = {}
     while r.pos < end:
         pid = vbi(r, "property identifier")
-        spec = TABLE.get(pid)
-        if spec is None or not spec[1] & (1 << ptype):
+        t = TABLE.get(pid, 0)
+        if not t >> 4 & 1 << ptype:
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
-        t = spec[0]
+        t &= 15
         if t <= BOOL:
             v = r.u8()
             if v > 1:
@@ -153,24 +172,30 @@ def read(r, ptype):
     return props
 
 
+def _put_one(b, pos, pid, t, v):
+    pos = put_vbi(b, pos, pid)
+    if t == BOOL and not 0 <= v <= 1:
+        raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, v))
+    if t <= U32:
+        return put_int(b, pos, v, (1, 1, 2, 4)[t - 1])  # BYTE, BOOL, U16, U32: their sizes
+    if t == VBI:
+        return put_vbi(b, pos, v)
+    if t == PAIR:
+        return put_str(b, put_str(b, pos, v[0]), v[1])
+    return put_str(b, pos, v)
+
+
 def _put_body(b, pos, props, ptype):
     for pid in props:
-        spec = TABLE.get(pid)
-        if spec is None or not spec[1] & (1 << ptype):
+        t = TABLE.get(pid, 0)
+        if not t >> 4 & 1 << ptype:
             raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
-        t, v = spec[0], props[pid]
-        for x in (v if isinstance(v, list) and (pid == 0x26 or (pid == 0x0B and ptype == 3)) else (v,)):
-            pos = put_vbi(b, pos, pid)
-            if t == BOOL and not 0 <= x <= 1:
-                raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, x))
-            if t <= U32:
-                pos = put_int(b, pos, x, (1, 1, 2, 4)[t - 1])
-            elif t == VBI:
-                pos = put_vbi(b, pos, x)
-            elif t == PAIR:
-                pos = put_str(b, put_str(b, pos, x[0]), x[1])
-            else:
-                pos = put_str(b, pos, x)
+        v = props[pid]
+        if isinstance(v, list) and (pid == 0x26 or (pid == 0x0B and ptype == 3)):  # a repeated property
+            for x in v:
+                pos = _put_one(b, pos, pid, t & 15, x)
+        else:
+            pos = _put_one(b, pos, pid, t & 15, v)
     return pos
 
 
@@ -208,7 +233,8 @@ def put_tail(b, pos, p):
 
 def tail(r, p):
     """Reads what MQTT 5 adds after the fixed fields of a packet a server sends: its reason code (CONNACK's
-    always, an ack's, DISCONNECT's or AUTH's if present) and its properties."""
+    always, an ack's, DISCONNECT's or AUTH's if present), its properties, and the reason codes of a SUBACK or
+    UNSUBACK."""
     t = p.type
     if 11 < t < 14:  # PINGREQ, PINGRESP: neither
         return
@@ -219,6 +245,14 @@ def tail(r, p):
         p.reason = c
     if t in (2, 3, 9, 11) or r.pos < r.end:
         p.props = read(r, t) or None
+    if t == 9 or t == 11:
+        p.codes = list(r.mv[r.pos:r.end])
+        r.pos = r.end
+        for c in p.codes:
+            if c not in REASONS[t]:
+                raise protocol_error("%s reason code 0x%02X is not allowed" % (NAMES[t], c))
+        if not p.codes:
+            raise protocol_error("%s without reason codes" % NAMES[t])
 
 
 def share_parts(filt):

@@ -69,14 +69,14 @@ class Reader:
         self.pos = p + n
         return p
 
-    def u8(self, what="a byte"):
+    def u8(self, what="a field"):
         return self.mv[self.need(1, what)]
 
-    def u16(self, what="a two-byte integer"):
+    def u16(self, what="a field"):
         p = self.need(2, what)
         return self.mv[p] << 8 | self.mv[p + 1]
 
-    def str(self, what="a UTF-8 string"):
+    def str(self, what="a string"):
         mv = self.mv
         i = start = self.need(self.u16(what), what)
         end = self.pos
