@@ -6,7 +6,7 @@
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields) is props.py's, loaded by v5() at the
 # first v5 packet, so a 3.1.1 client never imports it.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import Reader, put, put_vbi, put_str, vbi_len, MAX_VBI
+from tinymqtt.wire import Reader, put, put_str, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
 # The server half (cli_codec.py) plugs in here: SERVER_DECODE(reader, packet, level) for CONNECT, SUBSCRIBE and
@@ -51,7 +51,7 @@ V311 = const(4)
 V5 = const(5)
 # The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE.
 _FLAGS = b"\0\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
-MAX_PACKET = 5 + MAX_VBI  # the largest packet the protocol can express
+MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte Remaining Length of 2**28 - 1
 
 
 class Packet:
@@ -172,12 +172,17 @@ def decode(mv, version=V5):
 # ---------------------------------------------------------------- encoding
 
 def _header(buf, off, first, n):
-    total = 1 + vbi_len(n) + n
-    if off + total > len(buf):
+    # The fixed header of a packet whose body is n bytes long: the type and flags byte, the Remaining Length.
+    if off + 1 + vbi_len(n) + n > len(buf):
         raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
-                                 % (total, len(buf) - off))
+                                 % (1 + vbi_len(n) + n, len(buf) - off))
     buf[off] = first
-    return put_vbi(buf, off + 1, n)
+    while n > 127:
+        off += 1
+        buf[off] = n & 0x7F | 0x80
+        n >>= 7
+    buf[off + 1] = n
+    return off + 2
 
 
 def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0):

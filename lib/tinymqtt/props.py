@@ -5,7 +5,7 @@
 # repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
 from tinymqtt.packets import NAMES
-from tinymqtt.wire import put as put_int, put_vbi, put_str, vbi_len
+from tinymqtt.wire import put as put_int, put_str, vbi_len
 
 PAYLOAD_FORMAT_INDICATOR = 0x01
 MESSAGE_EXPIRY_INTERVAL = 0x02
@@ -107,8 +107,24 @@ TABLE = {
     0x2A: BOOL | _CONNACK,
 }
 
+MAX_VBI = 268435455
+
 # Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
 _NONZERO = (0x21, 0x27, 0x0B)
+
+
+def put_vbi(b, pos, v):
+    if not 0 <= v <= MAX_VBI:
+        raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
+    if b is None:
+        return pos + vbi_len(v)
+    while v > 127:
+        b[pos] = v & 0x7F | 0x80
+        v >>= 7
+        pos += 1
+    b[pos] = v
+    return pos + 1
+
 
 
 def vbi(r, what="a Variable Byte Integer"):

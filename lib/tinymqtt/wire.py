@@ -1,11 +1,8 @@
-# MQTT's data representations (spec 1.5) as a 3.1.1 client needs them: Variable Byte Integer, big-endian
-# integers, UTF-8 strings. Writers `put_x(b, pos, value) -> new pos` only count when b is None, so a packet is
-# sized before it is written and nothing is allocated; Reader walks a memoryview. MQTT 5's extra types
-# (VBI and four-byte values read, binary data) live in props.py.
+# MQTT's data representations (spec 1.5) as a 3.1.1 client needs them: big-endian integers and UTF-8 strings
+# (the Remaining Length is frame()'s and _header()'s in packets.py). Writers `put_x(b, pos, value) -> new pos`
+# only count when b is None, so a packet is sized before it is written and nothing is allocated; Reader walks
+# a memoryview. MQTT 5's Variable Byte Integers and binary data are props.py's.
 from tinymqtt.errors import malformed, LocalProtocolError
-
-MAX_VBI = 268435455
-
 
 def vbi_len(v):
     return 1 if v < 128 else 2 if v < 16384 else 3 if v < 2097152 else 4
@@ -23,19 +20,6 @@ def put(b, pos, v, n=1):
         b[pos] = v >> 8 * n & 0xFF
         pos += 1
     return pos
-
-
-def put_vbi(b, pos, v):
-    if not 0 <= v <= MAX_VBI:
-        raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
-    if b is None:
-        return pos + vbi_len(v)
-    while v > 127:
-        b[pos] = v & 0x7F | 0x80
-        v >>= 7
-        pos += 1
-    b[pos] = v
-    return pos + 1
 
 
 def put_str(b, pos, s):
