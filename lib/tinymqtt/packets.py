@@ -161,7 +161,8 @@ def decode(mv, version=V5):
     if t == PUBLISH:
         if not s and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
             raise protocol_error("empty topic name without a topic alias")
-        p.payload = r.rest()
+        p.payload = mv[r.pos:n]
+        r.pos = n
     elif t == CONNACK and p.reason and p.session_present:
         raise protocol_error("CONNACK refuses the connection but says session present")
     if r.pos != n:

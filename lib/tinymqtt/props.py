@@ -159,24 +159,19 @@ def read(r, ptype):
         if not t >> 4 & 1 << ptype:
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t &= 15
-        if t <= BOOL:
-            v = r.u8()
-            if v > 1:
-                raise protocol_error("property 0x%02X must be 0 or 1, got %d" % (pid, v))
-        elif t == U16:
-            v = r.u16()
-        elif t == U32:
-            v = r.u16() << 16 | r.u16()
-        elif t == VBI:
-            v = vbi(r)
-        elif t == STR:
+        if t == STR:
             v = r.str("property 0x%02X" % pid)
+        elif t == PAIR:
+            v = (r.str("user property name"), r.str("user property value"))
         elif t == BIN:
             v = binary(r)
-        else:
-            v = (r.str("user property name"), r.str("user property value"))
-        if v == 0 and pid in _NONZERO:
-            raise protocol_error("property 0x%02X must not be 0" % pid)
+        elif t == VBI:
+            v = vbi(r)
+        else:  # BYTE, BOOL, U16, U32: a big-endian integer
+            i = r.need((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
+            v = int.from_bytes(r.mv[i:r.pos], "big")
+        if (v == 0 and pid in _NONZERO) or (t == BOOL and v > 1):
+            raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
             props.setdefault(pid, []).append(v)
         elif pid in props:

@@ -82,8 +82,3 @@ class Reader:
         if bad or "\x00" in s:
             raise malformed("%s is not well-formed UTF-8 without U+0000" % what)
         return s
-
-    def rest(self):
-        p = self.pos
-        self.pos = self.end
-        return self.mv[p:self.end]
