@@ -4,6 +4,7 @@
 # a memoryview. MQTT 5's Variable Byte Integers and binary data are props.py's.
 from tinymqtt.errors import malformed, LocalProtocolError
 
+
 def vbi_len(v):
     return 1 if v < 128 else 2 if v < 16384 else 3 if v < 2097152 else 4
 
@@ -22,19 +23,32 @@ def put(b, pos, v, n=1):
     return pos
 
 
-def put_str(b, pos, s):
-    # A UTF-8 string or binary data with its two-byte length. Caching encoded bytes avoids the encode.
+def text(s):
+    # The bytes of a UTF-8 string (binary data as it is), refused where MQTT cannot carry them.
     if isinstance(s, str):
         if "\x00" in s:
             raise LocalProtocolError(0x81, "U+0000 is not allowed in an MQTT string: %r" % s)
         s = s.encode()
+    if len(s) > 65535:
+        raise LocalProtocolError(0x95, "string or binary field of %d bytes exceeds 65535" % len(s))
+    return s
+
+
+def put_str(b, pos, s):
+    # A UTF-8 string or binary data with its two-byte length. Caching encoded bytes avoids the encode.
+    s = text(s)
     n = len(s)
-    if n > 65535:
-        raise LocalProtocolError(0x95, "string or binary field of %d bytes exceeds 65535" % n)
     pos = put(b, pos, n, 2)
     if b is not None:
         b[pos:pos + n] = s
     return pos + n
+
+
+try:  # CPython's str() refuses what the spec forbids in UTF-8; MicroPython's takes some of it (see Reader.str)
+    str(b"\xed\xa0\x80", "utf-8")
+    _LAX = True
+except UnicodeError:
+    _LAX = False
 
 
 class Reader:
@@ -68,7 +82,7 @@ class Reader:
         # overlongs, surrogates and code points past U+10FFFF through (spec 1.5.4 forbids them): a lead byte
         # and the byte after it give each of them away.
         bad = False
-        while i < end:
+        while _LAX and i < end:
             c = mv[i]
             i += 1
             if c > 0xBF:
