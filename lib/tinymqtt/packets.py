@@ -144,7 +144,7 @@ def decode(mv, version=V5):
         p.pid = r.u16()
         if not p.pid:
             raise malformed("packet identifier 0")
-    if t in (1, 8, 10):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
+    if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
         if not SERVER_DECODE:
             raise protocol_error("a server never sends %s" % NAMES[t])
         SERVER_DECODE(r, p, version)
