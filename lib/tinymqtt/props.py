@@ -114,6 +114,7 @@ _NONZERO = (0x21, 0x27, 0x0B)
 
 
 def put_vbi(b, pos, v):
+    """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
     if not 0 <= v <= MAX_VBI:
         raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
     if b is None:
@@ -124,7 +125,6 @@ def put_vbi(b, pos, v):
         pos += 1
     b[pos] = v
     return pos + 1
-
 
 
 def vbi(r, what="a Variable Byte Integer"):
