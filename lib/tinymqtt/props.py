@@ -257,13 +257,11 @@ def tail(r, p):
     if t in (2, 3, 9, 11) or r.pos < r.end:
         p.props = read(r, t) or None
     if t == 9 or t == 11:
-        p.codes = list(r.mv[r.pos:r.end])
+        c = bytes(r.mv[r.pos:r.end])
         r.pos = r.end
-        for c in p.codes:
-            if c not in REASONS[t]:
-                raise protocol_error("%s reason code 0x%02X is not allowed" % (NAMES[t], c))
-        if not p.codes:
-            raise protocol_error("%s without reason codes" % NAMES[t])
+        p.codes = list(c)
+        if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
+            raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
 
 
 def share_parts(filt):
