@@ -1,5 +1,6 @@
-# Every client-side rule of MQTT 3.1, 3.1.1 and 5.0, sans-IO: bytes and the time go in, packets come out
-# in `out` and events go to `on_event`. It never touches a socket or a clock.
+# Every client-side rule of MQTT 3.1 and 3.1.1, sans-IO: bytes and the time go in, packets come out in `out`
+# and events go to `on_event`. It never touches a socket or a clock. MQTT 5 is Session5 (session5.py), built
+# on this class, so a 3.1.1 board never loads it.
 #
 # Theory of operation. A driver (the blocking or the asyncio client) owns the transport and the clock:
 #  1. it calls connect(now), and after every call writes out[:outlen] in one write and sets outlen = 0,
@@ -11,9 +12,9 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-from tinymqtt.errors import (MQTTError, LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost,
-                             malformed, protocol_error)
-from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, v5, NAMES, V5, CONNECT, CONNACK,
+from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
+                             protocol_error)
+from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, NAMES, V5, CONNECT, CONNACK,
                               PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
                               UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
 from tinymqtt.inflight import Inflight, QUEUED, SENT, RELEASED, RELQ, CONTROL
@@ -26,30 +27,8 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-# The MQTT 5 property identifiers the session reads and writes (tinymqtt.props names them all). Constants
-# here, so a 3.1.1 client never imports props or aliases: both load with the first v5 packet that needs them.
-_SUBSCRIPTION_IDENTIFIER = const(0x0B)
-_SESSION_EXPIRY_INTERVAL = const(0x11)
-_ASSIGNED_CLIENT_IDENTIFIER = const(0x12)
-_SERVER_KEEP_ALIVE = const(0x13)
-_AUTHENTICATION_METHOD = const(0x15)
-_REASON_STRING = const(0x1F)
-_RECEIVE_MAXIMUM = const(0x21)
-_TOPIC_ALIAS_MAXIMUM = const(0x22)
-_TOPIC_ALIAS = const(0x23)
-_MAXIMUM_QOS = const(0x24)
-_RETAIN_AVAILABLE = const(0x25)
-_MAXIMUM_PACKET_SIZE = const(0x27)
-_WILDCARD_SUBSCRIPTION_AVAILABLE = const(0x28)
-_SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
-_SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
+_TOPIC_ALIAS = const(0x23)  # the one MQTT 5 property the fast PUBLISH path reads in place
 
-
-class _NoAliases:  # what a connection without outbound topic aliases has (lookup() is never called then)
-    max = 0
-
-
-_NO_ALIASES = _NoAliases()
 
 try:
     import sys
@@ -77,12 +56,18 @@ def ticks_diff(a, b):
 
 
 class Session:
-    def __init__(self, client_id="", version=V5, keepalive=60, clean=True, will=None, username=None,
+    # The server's limits: a 3.x server announces none (Session5 reads them from CONNACK properties).
+    server_receive_maximum = 65535
+    max_qos = 2
+    server_max_packet = 268435460
+    _cp = None  # CONNECT properties (Session5)
+
+    def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
                  topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
-        if version == V5:
-            v5()  # MQTT 5 loads its properties module now; a build without it (profile mqtt311) refuses here
+        if version != 3 and version != 4 and type(self) is Session:
+            raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1; MQTT 5 is session5.Session5")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.props = username, password, props
         self.keepalive, self.session_expiry = keepalive, session_expiry
@@ -103,7 +88,6 @@ class Session:
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
         self.flights = Inflight(max_inflight)
-        self.aliases = _NO_ALIASES
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> (type, filters, props)
@@ -113,7 +97,6 @@ class Session:
         self._rx_state = bytearray(receive_maximum)
         self._rx_n = 0
         self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
-        self._rx_alias = [None]
         self._resub = False
         self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
         self._connected_once = False
@@ -131,52 +114,21 @@ class Session:
         self.hold_pubrel = None
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
         self.pinging = False  # a PINGREQ awaits its PINGRESP
-        self._limits({})
+        self.keepalive_ms = keepalive * 1000
 
     # ------------------------------------------------------------ connection lifecycle
-
-    def _limits(self, pr):
-        # The server's limits from CONNACK properties, with the spec's defaults when absent.
-        self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
-        self.max_qos = pr.get(_MAXIMUM_QOS, 2)
-        self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
-        self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self.wildcards_available = pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
-        self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
-        self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
-        self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
-        n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
-        if n:  # a v5 server granted aliases: a new set for this connection
-            from tinymqtt.aliases import TopicAliases
-            self.aliases = TopicAliases()
-            self.aliases.reset(n)
-        else:
-            self.aliases = _NO_ALIASES
 
     def connect(self, now):
         """Starts a new network connection: writes CONNECT into out."""
         self._now = self.last_sent = self.last_recv = self._connect_at = now
         self.inlen = self.outlen = 0
         self.pinging = False
-        self._limits({})
-        self._rx_alias = [None] * (self.topic_alias_maximum + 1)
-        v = self.version
         # The first connection starts as asked; later ones resume whatever session the server kept.
-        resumable = (v == V5 and self.expiry_granted) or (v < V5 and not self.clean)
+        resumable = self.expiry_granted if self.version == V5 else not self.clean
         clean = self.clean and not (self._connected_once and resumable)
         self._clean_now = clean
-        pr = None
-        if v == V5:
-            pr = dict(self.props or {})
-            if self.session_expiry:
-                pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
-            if self.receive_maximum != 65535:
-                pr[_RECEIVE_MAXIMUM] = self.receive_maximum
-            pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
-            if self.topic_alias_maximum:
-                pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         self._send(Packet(CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
-                          username=self.username, password=self.password, props=pr))
+                          username=self.username, password=self.password, props=self._cp))
         self.state = CONNECTING
 
     def connection_lost(self):
@@ -185,29 +137,22 @@ class Session:
         self.pinging = False
 
     def disconnect(self, reason=0, props=None):
-        """Writes DISCONNECT (v5: with reason code; 0x04 asks the server to publish the will)."""
+        """Writes DISCONNECT (v5: with reason code and props; 0x04 asks the server to publish the will)."""
         if self.state != DISCONNECTED:
             self._send(Packet(DISCONNECT, reason=reason, props=props))
         self.state = DISCONNECTED
 
     def _on_connack(self, p):
-        v = self.version
-        if v < V5 and p.reason:
+        if p.reason:
             raise ConnectError(_V3_REFUSED.get(p.reason, 0x80), "server refused the connection (return code %d)"
                                % p.reason)
-        if p.reason >= 0x80:
-            why = (p.props or {}).get(_REASON_STRING, "")
-            raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
-        if p.session_present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
-            raise protocol_error("CONNACK says session present to a clean start")
-        pr = p.props or {}
-        self._limits(pr)
-        # The server's Session Expiry Interval replaces ours [MQTT-3.2.2.3.2]: it decides what a reconnect resumes.
-        self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
-        if _ASSIGNED_CLIENT_IDENTIFIER in pr:
-            self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
         # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
-        present = p.session_present or (v == 3 and not self._clean_now)
+        self._connacked(p, p.session_present or (self.version == 3 and not self._clean_now))
+
+    def _connacked(self, p, present):
+        # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4).
+        if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
+            raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
         self.state = CONNECTED
         self._connected_once = True
@@ -279,9 +224,7 @@ class Session:
             payload = payload.encode()
         if not 0 <= qos <= self.max_qos:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
-        if retain and not self.retain_available:
-            raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        n = self._publish_len(t, payload, qos, props, 3 if self.aliases.max else 0)
+        n = self._plen(t, payload, qos, props, 0)
         if n > self.server_max_packet or n > len(self.out):
             raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
                                      % (n, self.server_max_packet, len(self.out)))
@@ -289,7 +232,7 @@ class Session:
         if not qos and self.state == CONNECTED and len(self.out) - self.outlen >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
-            self._put_publish(t, payload, 0, retain, 0, 0, props, 3 if self.aliases.max else 0)
+            self._put(t, payload, 0, retain, 0, 0, props)
             return 0
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
@@ -320,38 +263,25 @@ class Session:
             q = f.qos[i]
             if q and f.unacked >= window:
                 return
-            t, pl, pr = f.topic[i], f.payload[i], f.props[i]
+            t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
             dup = f.dup[i]
-            room = 3 if self.aliases.max and not dup else 0  # a resend carries its full topic, never an alias
-            n = self._publish_len(t, pl, q, pr, room)
-            if room and (n > len(self.out) or n > self.server_max_packet):
-                room = 0  # queued while aliases were off, it fits only without one
-                n = self._publish_len(t, pl, q, pr, 0)
-            if len(self.out) - self.outlen < n:
+            if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
                 return
             f.pop_queued()
-            self._put_publish(t, pl, q, f.retain[i], dup, f.pid[i], pr, room)
+            self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr)
             if q:
                 f.mark(i, SENT, self._now)
             else:
                 f.free(i)
 
-    def _put_publish(self, t, pl, q, retain, dup, pid, pr, room):
-        # Writes a PUBLISH into `out`, with a topic alias when `room` allows one.
-        alias = 0
-        if room:
-            alias = self.aliases.lookup(t)
-            if alias > 0:
-                t = b""
-            alias = alias if alias > 0 else -alias
+    def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
+        # Writes the PUBLISH that _plen() just sized into `out`.
         self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
         self.last_sent = self._now
 
-    def _publish_len(self, t, payload, qos, props, alias_room):
-        # The exact size of a PUBLISH, `alias_room` bytes for a Topic Alias property included.
+    def _plen(self, t, payload, qos, props, dup):
+        # The exact size of a PUBLISH (Session5: with its properties and, unless dup, a topic alias).
         n = 2 + len(t) + (2 if qos else 0) + len(payload)
-        if self.version == V5:
-            n += v5().block_len(props, PUBLISH, alias_room)
         return n + 1 + vbi_len(n)
 
     def subscribe(self, topics, props=None, handler=None):
@@ -361,12 +291,6 @@ class Session:
             validate_filter(f)
             if self.version < V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-            if not self.wildcards_available and ("+" in f or "#" in f):
-                raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if not self.shared_available and f.startswith("$share/"):
-                raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
-            raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         n = self._sub_len(topics, props)
         if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
@@ -394,8 +318,8 @@ class Session:
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
-    def _sub_len(self, topics, props):
-        n = 2 + (v5().block_len(props, SUBSCRIBE) if self.version == V5 else 0)
+    def _sub_len(self, topics, props):  # (Session5 adds the properties)
+        n = 2
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
@@ -451,18 +375,6 @@ class Session:
             self._ack_out(PUBREC, msg.pid)
         return True
 
-    def auth(self, reason, props):
-        """MQTT 5 enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
-        The Authentication Method of our CONNECT (props) is added when props lack it, as the spec requires."""
-        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
-        if self.version < V5 or method is None:
-            raise LocalProtocolError(0x82, "enhanced authentication needs MQTT 5 and an Authentication Method "
-                                           "in the CONNECT properties")
-        if _AUTHENTICATION_METHOD not in (props or {}):
-            props = dict(props or {})
-            props[_AUTHENTICATION_METHOD] = method
-        self._send(Packet(AUTH, reason=reason, props=props))
-
     # ------------------------------------------------------------ input
 
     def received(self, n, now):
@@ -501,9 +413,7 @@ class Session:
         return more
 
     def _fail(self, e):
-        # The server broke the rules: v5 tells it why before the driver closes the connection.
-        if self.version == V5 and self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
-            self._send(Packet(DISCONNECT, reason=e.reason))
+        # The server broke the rules (Session5 tells it why first); the driver closes the connection.
         self.state = DISCONNECTED
         raise e
 
@@ -521,10 +431,8 @@ class Session:
         if self.state == CONNECTING:
             if t == CONNACK:
                 return self._on_connack(p)
-            if t != AUTH:
+            if t != AUTH:  # (AUTH: Session5)
                 raise protocol_error("%s before CONNACK" % NAMES[t])
-            if p.reason != 0x18:
-                raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
         if t == PUBLISH:
             self._on_publish(p)
         elif PUBACK <= t <= PUBCOMP:
@@ -536,17 +444,11 @@ class Session:
             self._on_suback(p)
         elif t == PINGRESP:
             self.pinging = False
-        elif t == DISCONNECT:
-            if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
-                raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
-                                                                   else "a Session Expiry Interval"))
-            self.state = DISCONNECTED
-            self._event(DISCONNECT, p, p.reason)
-            raise ConnectionLost(p.reason, "server sent DISCONNECT")
-        elif t == AUTH:
-            self._on_auth(p)
         else:
-            raise protocol_error("a server never sends %s" % NAMES[t])
+            self._other(t, p)
+
+    def _other(self, t, p):  # Session5: DISCONNECT and AUTH
+        raise protocol_error("a server never sends %s" % NAMES[t])
 
     def _fast_ack(self, buf, pos, total, first):
         # The common acks handled without building a Packet, so nothing is allocated: a bare packet id, and
@@ -564,18 +466,6 @@ class Session:
         else:
             self._on_ack(first >> 4, pid, reason)
         return True
-
-    def _on_auth(self, p):
-        # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
-        # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
-        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
-        if method is None:
-            raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
-        if (p.props or {}).get(_AUTHENTICATION_METHOD) != method:
-            raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
-        if p.reason == 0x19:
-            raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
-        self._event(AUTH, p, p.reason)
 
     def _fast_publish(self, buf, pos, end):
         # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
@@ -601,7 +491,7 @@ class Session:
                 return False
             i += 2
         alias = 0
-        if self.version == V5:
+        if self.version == V5:  # (Session5's fields: a property block holding nothing or a Topic Alias alone)
             if i >= end:
                 return False
             if buf[i] == 3 and i + 4 <= end and buf[i + 1] == _TOPIC_ALIAS:
@@ -664,16 +554,6 @@ class Session:
     def _on_publish(self, p):
         if p is not self._msg and p.topic:
             self._remember_topic(p.topic)
-        if self.version == V5 and p.props and _TOPIC_ALIAS in p.props:
-            a = p.props[_TOPIC_ALIAS]
-            if not 0 < a <= self.topic_alias_maximum:
-                raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
-            if p.topic:
-                self._rx_alias[a] = p.topic
-            else:
-                p.topic = self._rx_alias[a]
-                if p.topic is None:
-                    raise protocol_error("topic alias %d was never set on this connection" % a)
         q = p.qos
         later = q and (self.manual_ack or (self.ack_later and not self._claimed(p.topic)))
         if q == 2 or later:
@@ -808,7 +688,7 @@ class Session:
                     wait = max(ka // 2, 500)
                 else:
                     wait = max(ka - idle, 1)
-        if self.retry_ms and self.version < V5:
+        if self.retry_ms:  # (0 in Session5: MQTT 5 resends only on a new connection)
             wait = min(wait, self._retry(now))
         self.pump()
         return wait
@@ -852,16 +732,15 @@ class Session:
         # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
         o, n = self.out, self.outlen
         o[n] = t << 4 | (2 if t == PUBREL else 0)
+        o[n + 1] = 2
         o[n + 2] = pid >> 8
         o[n + 3] = pid & 0xFF
-        if reason and self.version == V5 and self.server_max_packet >= 5:  # else the reason is left out: never
-            o[n + 1] = 3                                                     # a packet the server refuses
+        self.outlen = n + 4
+        self.last_sent = self._now
+        if reason and self.version == V5 and self.server_max_packet >= 5:  # v5 says why (never in a packet
+            o[n + 1] = 3                                                     # the server refuses)
             o[n + 4] = reason
             self.outlen = n + 5
-        else:
-            o[n + 1] = 2
-            self.outlen = n + 4
-        self.last_sent = self._now
 
     def _event(self, ev, value, reason):
         self.on_event(ev, value, reason)
