@@ -194,9 +194,26 @@ class Session:
         if present:  # the kept session may still have what the application unsubscribed from
             for req in unsub:
                 self._request(UNSUBSCRIBE, req[1], req[2])
-        self._resub_todo = []
+        todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
-            self._resubscribe()
+            # A new session subscribes again: the filters without properties together, each one with
+            # properties on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What
+            # finds no packet id or no room now (every slot may hold a queued message) goes out from pump().
+            limit = min(len(self.out), self.server_max_packet)
+            batch = []
+            for f in self.subs:
+                o, pr = self.subs[f]
+                if pr:
+                    todo.append(([(f, o)], pr))
+                    continue
+                if batch and self._sub_len(batch + [(f, o)], None) > limit:
+                    todo.append((batch, None))
+                    batch = []
+                batch.append((f, o))
+            if batch:
+                todo.append((batch, None))
+            self._resub = True  # until every one is sent: a new connection starts them again
+            self._resub_more()
         self._event(CONNACK, p, 0)
         self.pump()
 
@@ -324,29 +341,6 @@ class Session:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
 
-    def _resubscribe(self):
-        # A new session subscribes again: the filters without properties together, each one with properties
-        # on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What finds no packet
-        # id or no room now (every slot may hold a queued message) goes out from pump() when it can.
-        limit = min(len(self.out), self.server_max_packet)
-        todo, batch = [], []
-        for f in self.subs:
-            o, pr = self.subs[f]
-            if pr:
-                continue
-            if batch and self._sub_len(batch + [(f, o)], None) > limit:
-                todo.append((batch, None))
-                batch = []
-            batch.append((f, o))
-        if batch:
-            todo.append((batch, None))
-        for f in self.subs:
-            if self.subs[f][1]:
-                todo.append(([(f, self.subs[f][0])], self.subs[f][1]))
-        self._resub = True  # until every one is sent: a new connection starts them again
-        self._resub_todo = todo
-        self._resub_more()
-
     def _resub_more(self):
         todo = self._resub_todo
         while todo:
@@ -419,9 +413,21 @@ class Session:
 
     def _packet(self, buf, pos, total):
         first = buf[pos]
-        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70) and \
-                self._fast_ack(buf, pos, total, first):
-            return
+        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+            # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
+            # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
+            # nobody reads) with no properties. Anything else takes the full decoder, which validates it.
+            reason = buf[pos + 4] if total > 4 else 0
+            if total == 4 or (self.version == V5 and not (total == 6 and buf[pos + 5]) and
+                              (not reason or (reason == 0x10 and first < 0x60))):
+                pid = buf[pos + 2] << 8 | buf[pos + 3]
+                if not pid:
+                    raise malformed("packet identifier 0")
+                if first == 0x62:
+                    self._on_pubrel(pid)
+                else:
+                    self._on_ack(first >> 4, pid, reason)
+                return
         if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
             return
         t = first >> 4
@@ -449,23 +455,6 @@ class Session:
 
     def _other(self, t, p):  # Session5: DISCONNECT and AUTH
         raise protocol_error("a server never sends %s" % NAMES[t])
-
-    def _fast_ack(self, buf, pos, total, first):
-        # The common acks handled without building a Packet, so nothing is allocated: a bare packet id, and
-        # in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic nobody
-        # reads) with no properties. Anything else takes the full decoder, which validates it.
-        reason = buf[pos + 4] if total > 4 else 0
-        if total > 4 and (self.version != V5 or (total == 6 and buf[pos + 5]) or
-                          (reason and (reason != 0x10 or first > 0x50))):
-            return False
-        pid = buf[pos + 2] << 8 | buf[pos + 3]
-        if not pid:
-            raise malformed("packet identifier 0")
-        if first == 0x62:
-            self._on_pubrel(pid)
-        else:
-            self._on_ack(first >> 4, pid, reason)
-        return True
 
     def _fast_publish(self, buf, pos, end):
         # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
@@ -544,18 +533,19 @@ class Session:
                     return self._rxt_s[k]
         return None
 
-    def _remember_topic(self, topic):
-        if not _CPYTHON:
+    def _on_publish(self, p):
+        hs, topic, q = self._handlers, p.topic, p.qos
+        if p is not self._msg and topic and not _CPYTHON:  # the fast path recognises it next time
             k = self._rxt_next
             self._rxt_b[k] = topic.encode()
             self._rxt_s[k] = topic
             self._rxt_next = (k + 1) % len(self._rxt_b)
-
-    def _on_publish(self, p):
-        if p is not self._msg and p.topic:
-            self._remember_topic(p.topic)
-        q = p.qos
-        later = q and (self.manual_ack or (self.ack_later and not self._claimed(p.topic)))
+        hit = False
+        for i in range(len(hs)):
+            if matches(hs[i][0], topic):
+                hit = True
+                break
+        later = q and (self.manual_ack or (self.ack_later and not hit))
         if q == 2 or later:
             j = self._rx_find(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
@@ -566,7 +556,18 @@ class Session:
                 return
             j = self._rx_n
             if j >= self.receive_maximum:
-                self._rx_overshoot(j)
+                # v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot at our PUBREC and
+                # so overshoots under load; 3.x servers never hear our limit at all. Messages still waiting
+                # for the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC
+                # cost a few bytes each and get a memory bound of 64x (min 1024). Beyond either, the server
+                # gets 0x93 (3.x: the connection just closes).
+                waiting, rm = 0, self.receive_maximum
+                if self.version == V5:
+                    for k in range(j):
+                        waiting += self._rx_state[k] == _RX_WAIT_APP
+                if waiting >= rm or j >= max(64 * rm, 1024):
+                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
+                                              % (rm, j))
             if j == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
                 self._rx_pid.append(0)
                 self._rx_qos.append(0)
@@ -576,25 +577,15 @@ class Session:
             self._rx_n += 1
             if self._rx_index is not None:
                 self._rx_index[p.pid] = j
-        self._deliver(p)
-        if q and not later:
-            self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
-
-    def _claimed(self, topic):
-        hs = self._handlers
-        for i in range(len(hs)):
-            if matches(hs[i][0], topic):
-                return True
-        return False
-
-    def _deliver(self, p):
-        hs, hit, topic = self._handlers, False, p.topic
+        hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
                 hs[i][1](p)
                 hit = True
         if not hit:
             self._event(PUBLISH, p, 0)
+        if q and not later:
+            self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
 
     def _on_pubrel(self, pid):
         j = self._rx_find(pid)
@@ -688,8 +679,21 @@ class Session:
                     wait = max(ka // 2, 500)
                 else:
                     wait = max(ka - idle, 1)
-        if self.retry_ms:  # (0 in Session5: MQTT 5 resends only on a new connection)
-            wait = min(wait, self._retry(now))
+        if self.retry_ms:  # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default;
+            f = self.flights  # 0 in Session5: MQTT 5 resends only on a new connection)
+            wait = min(wait, self.retry_ms)
+            for i in range(f.size):
+                st = f.state[i]
+                if st == SENT or st == RELEASED:
+                    left = self.retry_ms - ticks_diff(now, f.sent_at[i])
+                    if left > 0:
+                        wait = min(wait, left)
+                    elif st == SENT:
+                        f.mark(i, QUEUED)
+                        f.dup[i] = 1
+                    else:
+                        f.mark(i, RELQ)
+            f.requeue()
         self.pump()
         return wait
 
@@ -704,23 +708,6 @@ class Session:
         self.last_sent = self._ping_at = now
         self.pinging = True
         return True
-
-    def _retry(self, now):
-        # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default).
-        f, wait = self.flights, self.retry_ms
-        for i in range(f.size):
-            st = f.state[i]
-            if st == SENT or st == RELEASED:
-                left = self.retry_ms - ticks_diff(now, f.sent_at[i])
-                if left > 0:
-                    wait = min(wait, left)
-                elif st == SENT:
-                    f.mark(i, QUEUED)
-                    f.dup[i] = 1
-                else:
-                    f.mark(i, RELQ)
-        f.requeue()
-        return wait
 
     # ------------------------------------------------------------ output
 
@@ -746,20 +733,6 @@ class Session:
         self.on_event(ev, value, reason)
 
     # ------------------------------------------------------------ inbound flow table
-
-    def _rx_overshoot(self, n):
-        # n inbound flows are open and the server sends another. v5 counts a QoS 2 flow until our PUBCOMP,
-        # but mosquitto 2.0 frees its slot at our PUBREC and so overshoots under load; 3.x servers never
-        # hear our limit at all. Messages still waiting for the application's ack are held to Receive
-        # Maximum exactly (v5); flows past our PUBREC cost a few bytes each and get a memory bound of 64x
-        # (min 1024). Beyond either, the server gets 0x93 (3.x: the connection just closes).
-        waiting, rm = 0, self.receive_maximum
-        if self.version == V5:
-            for k in range(n):
-                waiting += self._rx_state[k] == _RX_WAIT_APP
-        if waiting >= rm or n >= max(64 * rm, 1024):
-            raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
-                                      % (self.receive_maximum, n))
 
     def _rx_find(self, pid):
         if self._rx_index is not None:
