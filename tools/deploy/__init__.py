@@ -109,7 +109,7 @@ def compile_mpy(path, name, flags, tmp):
 
 def library_mpy(board, path, name, tmp):
     """The .mpy of a library module for the board: with short_errors, compiled from tools/deploy/shorten.py's
-    copy (error text "module:line"); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
+    copy (error text: the packet named, or the line); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
         with open(path, encoding="utf-8") as f:
