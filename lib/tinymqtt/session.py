@@ -175,11 +175,11 @@ class Session:
                     msg = Packet(PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
                                  retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
                     f.free(i)
-                    self._event(LOST, msg, 0)
+                    self.on_event(LOST, msg, 0)
             elif st >= RELEASED and st <= RELQ and not present:
                 pid = f.pid[i]  # past PUBREC: the server took the message over before the session ended
                 f.free(i)
-                self._event(PUBCOMP, pid, 0)
+                self.on_event(PUBCOMP, pid, 0)
             elif st == SENT:
                 f.mark(i, QUEUED)
                 f.dup[i] = 1
@@ -214,29 +214,25 @@ class Session:
                 todo.append((batch, None))
             self._resub = True  # until every one is sent: a new connection starts them again
             self._resub_more()
-        self._event(CONNACK, p, 0)
+        self.on_event(CONNACK, p, 0)
         self.pump()
 
     # ------------------------------------------------------------ the application's requests
-
-    def _encode_topic(self, topic):
-        if isinstance(topic, str):
-            b = self._topics.get(topic)
-            if b is None:
-                validate_name(topic)
-                b = topic.encode()
-                if len(self._topics) < 64:
-                    self._topics[topic] = b
-            return b
-        if not topic or b"+" in topic or b"#" in topic or b"\x00" in topic:
-            raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
-        return topic
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
         slot). Breaking a server limit raises, sending nothing."""
-        t = self._encode_topic(topic)
+        t = topic
+        if isinstance(topic, str):  # validated and encoded once, then looked up (the first 64 topics)
+            t = self._topics.get(topic)
+            if t is None:
+                validate_name(topic)
+                t = topic.encode()
+                if len(self._topics) < 64:
+                    self._topics[topic] = t
+        elif not topic or b"+" in topic or b"#" in topic or b"\x00" in topic:
+            raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
         if isinstance(payload, str):
             payload = payload.encode()
         if not 0 <= qos <= self.max_qos:
@@ -447,7 +443,29 @@ class Session:
             else:
                 self._on_ack(t, p.pid, p.reason)
         elif t == SUBACK or t == UNSUBACK:
-            self._on_suback(p)
+            req = self._pending.get(p.pid)
+            i = self.flights.find(p.pid)
+            if req is None or i < 0:
+                self.unsolicited += 1
+                return
+            topics = req[1]
+            if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
+                raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
+            if p.codes is not None and len(p.codes) != len(topics):
+                raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes), len(topics)))
+            del self._pending[p.pid]
+            self.flights.free(i)
+            if t == SUBACK:
+                for k in range(len(topics)):
+                    if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                        f = topics[k][0]
+                        self.subs.pop(f, None)
+                        hs = []  # (a comprehension here would close over f: a cell per call of this hot function)
+                        for h in self._handlers:
+                            if h[0] != f:
+                                hs.append(h)
+                        self._handlers = hs
+            self.on_event(t, p, 0)
         elif t == PINGRESP:
             self.pinging = False
         else:
@@ -495,9 +513,27 @@ class Session:
         if i > end:
             return False
         if tl:
-            topic = self._topic_at(buf, ts, tl)
-            if topic is None:
-                return False
+            topic = None  # the topic as a str, or None to let the full decoder handle it
+            if _CPYTHON:
+                try:
+                    topic = str(self._inmv[ts:ts + tl], "utf-8")
+                except UnicodeError:
+                    return False
+                if "+" in topic or "#" in topic or "\x00" in topic:
+                    return False
+            else:
+                tb = self._rxt_b
+                for k in range(len(tb)):  # a byte compare against recent topics: no str is built
+                    b = tb[k]
+                    if b is not None and len(b) == tl:
+                        j = 0
+                        while j < tl and b[j] == buf[ts + j]:
+                            j += 1
+                        if j == tl:
+                            topic = self._rxt_s[k]
+                            break
+                if topic is None:
+                    return False
             if alias:
                 self._rx_alias[alias] = topic
         elif alias and self._rx_alias[alias] is not None:
@@ -513,25 +549,6 @@ class Session:
         m.pid = pid
         self._on_publish(m)
         return True
-
-    def _topic_at(self, buf, start, n):
-        # The topic at buf[start:start+n] as a str, or None to let the full decoder handle it.
-        if _CPYTHON:
-            try:
-                t = str(self._inmv[start:start + n], "utf-8")
-            except UnicodeError:
-                return None
-            return None if "+" in t or "#" in t or "\x00" in t else t
-        tb = self._rxt_b
-        for k in range(len(tb)):  # a byte compare against recent topics: no str is built
-            b = tb[k]
-            if b is not None and len(b) == n:
-                j = 0
-                while j < n and b[j] == buf[start + j]:
-                    j += 1
-                if j == n:
-                    return self._rxt_s[k]
-        return None
 
     def _on_publish(self, p):
         hs, topic, q = self._handlers, p.topic, p.qos
@@ -583,7 +600,7 @@ class Session:
                 hs[i][1](p)
                 hit = True
         if not hit:
-            self._event(PUBLISH, p, 0)
+            self.on_event(PUBLISH, p, 0)
         if q and not later:
             self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
 
@@ -615,38 +632,17 @@ class Session:
         st, q = f.state[i], f.qos[i]
         if (t == PUBACK and q == 1 and st == SENT) or (t == PUBCOMP and q == 2 and st >= RELEASED):
             f.free(i)
-            self._event(t, pid, reason)
+            self.on_event(t, pid, reason)
         elif t == PUBREC and q == 2 and st >= SENT:
             if reason >= 0x80:  # the server refused it: the flow ends here and the slot is free
                 f.free(i)
-                self._event(PUBREC, pid, reason)
+                self.on_event(PUBREC, pid, reason)
             else:
                 f.mark(i, RELEASED, self._now)
                 self._ack_out(PUBREL, pid)
         else:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, q))
         self.pump()
-
-    def _on_suback(self, p):
-        req = self._pending.get(p.pid)
-        i = self.flights.find(p.pid)
-        if req is None or i < 0:
-            self.unsolicited += 1
-            return
-        topics = req[1]
-        if p.type != req[0] + 1:  # checked before the request is let go: a reconnect asks again
-            raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[p.type], p.pid, NAMES[req[0]]))
-        if p.codes is not None and len(p.codes) != len(topics):
-            raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[p.type], len(p.codes), len(topics)))
-        del self._pending[p.pid]
-        self.flights.free(i)
-        if p.type == SUBACK:
-            for k in range(len(topics)):
-                if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                    f = topics[k][0]
-                    self.subs.pop(f, None)
-                    self._handlers = [h for h in self._handlers if h[0] != f]
-        self._event(p.type, p, 0)
 
     # ------------------------------------------------------------ time
 
@@ -728,9 +724,6 @@ class Session:
             o[n + 1] = 3                                                     # the server refuses)
             o[n + 4] = reason
             self.outlen = n + 5
-
-    def _event(self, ev, value, reason):
-        self.on_event(ev, value, reason)
 
     # ------------------------------------------------------------ inbound flow table
 

@@ -103,7 +103,7 @@ class Session5(Session):
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
                                                                    else "a Session Expiry Interval"))
             self.state = DISCONNECTED
-            self._event(DISCONNECT, p, p.reason)
+            self.on_event(DISCONNECT, p, p.reason)
             raise ConnectionLost(p.reason, "server sent DISCONNECT")
         if t != AUTH:
             Session._other(self, t, p)
@@ -118,7 +118,7 @@ class Session5(Session):
             raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
         if p.reason == 0x19:
             raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
-        self._event(AUTH, p, p.reason)
+        self.on_event(AUTH, p, p.reason)
 
     def auth(self, reason, props):
         """Enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
