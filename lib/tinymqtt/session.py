@@ -14,10 +14,8 @@
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
 from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
                              protocol_error)
-from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, NAMES, V5, CONNECT, CONNACK,
-                              PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
-                              UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
-from tinymqtt.inflight import Inflight, QUEUED, SENT, RELEASED, RELQ, CONTROL
+from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, NAMES
+from tinymqtt.inflight import Inflight
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
 
@@ -27,8 +25,30 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-_TOPIC_ALIAS = const(0x23)  # the one MQTT 5 property the fast PUBLISH path reads in place
-
+# Packet types (packets.py), in-flight slot states (inflight.py) and the one MQTT 5 property read in place, as
+# compile-time constants: an imported name would cost a global, its name and a lookup at every use.
+_V5 = const(5)
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+_AUTH = const(15)
+_QUEUED = const(1)
+_SENT = const(2)
+_RELEASED = const(3)
+_RELQ = const(4)
+_CONTROL = const(5)
+_TOPIC_ALIAS = const(0x23)
 
 try:
     import sys
@@ -38,9 +58,11 @@ except (ImportError, AttributeError):
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
 LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
-_RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
-_RX_SCAN = 64  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
-_ROOM = 64  # bytes `out` must have free before another packet is processed (acks and pings fit)
+_RX_WAIT_APP = const(1)  # inbound: delivered, awaiting the application's ack
+_RX_PUBREC = const(2)  # inbound: PUBREC sent
+_RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
+_ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
+
 _V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
 
 
@@ -81,7 +103,7 @@ class Session:
         self._inmv = memoryview(self.inbuf)
         # Received messages reuse one Packet (valid only while it is being delivered) and recently seen
         # topics are recognised by their bytes, so a steady stream of messages allocates almost nothing.
-        self._msg = Packet(PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
+        self._msg = Packet(_PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
         self._rxt_b = [None] * 8
         self._rxt_s = [None] * 8
         self._rxt_next = 0
@@ -124,10 +146,10 @@ class Session:
         self.inlen = self.outlen = 0
         self.pinging = False
         # The first connection starts as asked; later ones resume whatever session the server kept.
-        resumable = self.expiry_granted if self.version == V5 else not self.clean
+        resumable = self.expiry_granted if self.version == _V5 else not self.clean
         clean = self.clean and not (self._connected_once and resumable)
         self._clean_now = clean
-        self._send(Packet(CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
+        self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
                           username=self.username, password=self.password, props=self._cp))
         self.state = CONNECTING
 
@@ -139,7 +161,7 @@ class Session:
     def disconnect(self, reason=0, props=None):
         """Writes DISCONNECT (v5: with reason code and props; 0x04 asks the server to publish the will)."""
         if self.state != DISCONNECTED:
-            self._send(Packet(DISCONNECT, reason=reason, props=props))
+            self._send(Packet(_DISCONNECT, reason=reason, props=props))
         self.state = DISCONNECTED
 
     def _on_connack(self, p):
@@ -160,31 +182,31 @@ class Session:
         unsub = []
         for i in f.in_order():
             st = f.state[i]
-            if st == CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
+            if st == _CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
                 req = self._pending.get(f.pid[i])
-                if req and req[0] == UNSUBSCRIBE:
+                if req and req[0] == _UNSUBSCRIBE:
                     unsub.append(req)
                 f.free(i)
                 self._resub = True
-            elif (st == SENT or (st == QUEUED and f.dup[i])) and not present:
+            elif (st == _SENT or (st == _QUEUED and f.dup[i])) and not present:
                 # Sent before (a DUP resend still queued counts): the session that may have it is gone.
                 if self.republish_lost:
-                    f.mark(i, QUEUED)
+                    f.mark(i, _QUEUED)
                     f.dup[i] = 0  # a first delivery to the new session
                 else:
-                    msg = Packet(PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
+                    msg = Packet(_PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
                                  retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
                     f.free(i)
                     self.on_event(LOST, msg, 0)
-            elif st >= RELEASED and st <= RELQ and not present:
+            elif st >= _RELEASED and st <= _RELQ and not present:
                 pid = f.pid[i]  # past PUBREC: the server took the message over before the session ended
                 f.free(i)
-                self.on_event(PUBCOMP, pid, 0)
-            elif st == SENT:
-                f.mark(i, QUEUED)
+                self.on_event(_PUBCOMP, pid, 0)
+            elif st == _SENT:
+                f.mark(i, _QUEUED)
                 f.dup[i] = 1
-            elif st == RELEASED:
-                f.mark(i, RELQ)
+            elif st == _RELEASED:
+                f.mark(i, _RELQ)
         f.requeue()
         self._pending = {}
         if not present:
@@ -193,7 +215,7 @@ class Session:
                 self._rx_index.clear()
         if present:  # the kept session may still have what the application unsubscribed from
             for req in unsub:
-                self._request(UNSUBSCRIBE, req[1], req[2])
+                self._request(_UNSUBSCRIBE, req[1], req[2])
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
             # A new session subscribes again: the filters without properties together, each one with
@@ -214,7 +236,7 @@ class Session:
                 todo.append((batch, None))
             self._resub = True  # until every one is sent: a new connection starts them again
             self._resub_more()
-        self.on_event(CONNACK, p, 0)
+        self.on_event(_CONNACK, p, 0)
         self.pump()
 
     # ------------------------------------------------------------ the application's requests
@@ -266,12 +288,12 @@ class Session:
             i = f.next_queued()
             if i < 0:
                 return
-            if f.state[i] == RELQ:
+            if f.state[i] == _RELQ:
                 if len(self.out) - self.outlen < 8:
                     return
                 f.pop_queued()
-                f.mark(i, RELEASED, self._now)
-                self._ack_out(PUBREL, f.pid[i])
+                f.mark(i, _RELEASED, self._now)
+                self._ack_out(_PUBREL, f.pid[i])
                 continue
             q = f.qos[i]
             if q and f.unacked >= window:
@@ -283,7 +305,7 @@ class Session:
             f.pop_queued()
             self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr)
             if q:
-                f.mark(i, SENT, self._now)
+                f.mark(i, _SENT, self._now)
             else:
                 f.free(i)
 
@@ -302,7 +324,7 @@ class Session:
         the messages matching these filters (others go to on_event). Returns the packet id (0 while offline: sent on connect)."""
         for f, o in topics:
             validate_filter(f)
-            if self.version < V5 and o & ~3:
+            if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
         n = self._sub_len(topics, props)
         if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
@@ -315,13 +337,13 @@ class Session:
         if self.state != CONNECTED:
             self._resub = True
             return 0
-        return self._request(SUBSCRIBE, topics, props)
+        return self._request(_SUBSCRIBE, topics, props)
 
     def unsubscribe(self, filters, props=None):
         for f in filters:
             self.subs.pop(f, None)
         self._handlers = [h for h in self._handlers if h[0] not in filters]
-        return self._request(UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
+        return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
 
     def _request(self, t, topics, props):
         pid = self.flights.reserve()
@@ -345,7 +367,7 @@ class Session:
             if topics:
                 if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
                     return
-                self._request(SUBSCRIBE, topics, props)
+                self._request(_SUBSCRIBE, topics, props)
             todo.pop(0)
         self._resub = False
 
@@ -359,10 +381,10 @@ class Session:
             return False
         if self._rx_qos[j] == 1:
             self._rx_remove(j)
-            self._ack_out(PUBACK, msg.pid)
+            self._ack_out(_PUBACK, msg.pid)
         else:
             self._rx_state[j] = _RX_PUBREC
-            self._ack_out(PUBREC, msg.pid)
+            self._ack_out(_PUBREC, msg.pid)
         return True
 
     # ------------------------------------------------------------ input
@@ -381,7 +403,7 @@ class Session:
                 if len(self.out) - self.outlen < _ROOM:
                     more = True
                     break
-                if self.hold and buf[pos] >> 4 == PUBLISH:  # parked until the application takes one
+                if self.hold and buf[pos] >> 4 == _PUBLISH:  # parked until the application takes one
                     more = self.parked = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -414,7 +436,7 @@ class Session:
             # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
             # nobody reads) with no properties. Anything else takes the full decoder, which validates it.
             reason = buf[pos + 4] if total > 4 else 0
-            if total == 4 or (self.version == V5 and not (total == 6 and buf[pos + 5]) and
+            if total == 4 or (self.version == _V5 and not (total == 6 and buf[pos + 5]) and
                               (not reason or (reason == 0x10 and first < 0x60))):
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
                 if not pid:
@@ -424,25 +446,25 @@ class Session:
                 else:
                     self._on_ack(first >> 4, pid, reason)
                 return
-        if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
+        if first >> 4 == _PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
             return
         t = first >> 4
-        if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE or t == PINGREQ:  # by type: what it holds is moot
+        if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
             raise protocol_error("a server never sends %s" % NAMES[t])
         p = decode(self._inmv[pos:pos + total], self.version)
         if self.state == CONNECTING:
-            if t == CONNACK:
+            if t == _CONNACK:
                 return self._on_connack(p)
-            if t != AUTH:  # (AUTH: Session5)
+            if t != _AUTH:  # (AUTH: Session5)
                 raise protocol_error("%s before CONNACK" % NAMES[t])
-        if t == PUBLISH:
+        if t == _PUBLISH:
             self._on_publish(p)
-        elif PUBACK <= t <= PUBCOMP:
-            if t == PUBREL:
+        elif _PUBACK <= t <= _PUBCOMP:
+            if t == _PUBREL:
                 self._on_pubrel(p.pid)
             else:
                 self._on_ack(t, p.pid, p.reason)
-        elif t == SUBACK or t == UNSUBACK:
+        elif t == _SUBACK or t == _UNSUBACK:
             req = self._pending.get(p.pid)
             i = self.flights.find(p.pid)
             if req is None or i < 0:
@@ -455,7 +477,7 @@ class Session:
                 raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes), len(topics)))
             del self._pending[p.pid]
             self.flights.free(i)
-            if t == SUBACK:
+            if t == _SUBACK:
                 for k in range(len(topics)):
                     if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
                         f = topics[k][0]
@@ -466,7 +488,7 @@ class Session:
                                 hs.append(h)
                         self._handlers = hs
             self.on_event(t, p, 0)
-        elif t == PINGRESP:
+        elif t == _PINGRESP:
             self.pinging = False
         else:
             self._other(t, p)
@@ -498,7 +520,7 @@ class Session:
                 return False
             i += 2
         alias = 0
-        if self.version == V5:  # (Session5's fields: a property block holding nothing or a Topic Alias alone)
+        if self.version == _V5:  # (Session5's fields: a property block holding nothing or a Topic Alias alone)
             if i >= end:
                 return False
             if buf[i] == 3 and i + 4 <= end and buf[i + 1] == _TOPIC_ALIAS:
@@ -569,7 +591,7 @@ class Session:
                 if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
                     self.reused += 1
                 if self._rx_state[j] == _RX_PUBREC:
-                    self._ack_out(PUBREC, p.pid)
+                    self._ack_out(_PUBREC, p.pid)
                 return
             j = self._rx_n
             if j >= self.receive_maximum:
@@ -579,7 +601,7 @@ class Session:
                 # cost a few bytes each and get a memory bound of 64x (min 1024). Beyond either, the server
                 # gets 0x93 (3.x: the connection just closes).
                 waiting, rm = 0, self.receive_maximum
-                if self.version == V5:
+                if self.version == _V5:
                     for k in range(j):
                         waiting += self._rx_state[k] == _RX_WAIT_APP
                 if waiting >= rm or j >= max(64 * rm, 1024):
@@ -600,9 +622,9 @@ class Session:
                 hs[i][1](p)
                 hit = True
         if not hit:
-            self.on_event(PUBLISH, p, 0)
+            self.on_event(_PUBLISH, p, 0)
         if q and not later:
-            self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
+            self._ack_out(_PUBACK if q == 1 else _PUBREC, p.pid)
 
     def _on_pubrel(self, pid):
         j = self._rx_find(pid)
@@ -618,28 +640,28 @@ class Session:
         j = self._rx_find(pid)
         if j >= 0:
             self._rx_remove(j)
-        self._ack_out(PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
+        self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
         return True
 
     def _on_ack(self, t, pid, reason):
         f = self.flights
         i = f.find(pid)
-        if i < 0 or f.state[i] == CONTROL:
+        if i < 0 or f.state[i] == _CONTROL:
             self.unsolicited += 1
-            if t == PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._ack_out(PUBREL, pid, 0x92)
+            if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
+                self._ack_out(_PUBREL, pid, 0x92)
             return
         st, q = f.state[i], f.qos[i]
-        if (t == PUBACK and q == 1 and st == SENT) or (t == PUBCOMP and q == 2 and st >= RELEASED):
+        if (t == _PUBACK and q == 1 and st == _SENT) or (t == _PUBCOMP and q == 2 and st >= _RELEASED):
             f.free(i)
             self.on_event(t, pid, reason)
-        elif t == PUBREC and q == 2 and st >= SENT:
+        elif t == _PUBREC and q == 2 and st >= _SENT:
             if reason >= 0x80:  # the server refused it: the flow ends here and the slot is free
                 f.free(i)
-                self.on_event(PUBREC, pid, reason)
+                self.on_event(_PUBREC, pid, reason)
             else:
-                f.mark(i, RELEASED, self._now)
-                self._ack_out(PUBREL, pid)
+                f.mark(i, _RELEASED, self._now)
+                self._ack_out(_PUBREL, pid)
         else:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, q))
         self.pump()
@@ -680,15 +702,15 @@ class Session:
             wait = min(wait, self.retry_ms)
             for i in range(f.size):
                 st = f.state[i]
-                if st == SENT or st == RELEASED:
+                if st == _SENT or st == _RELEASED:
                     left = self.retry_ms - ticks_diff(now, f.sent_at[i])
                     if left > 0:
                         wait = min(wait, left)
-                    elif st == SENT:
-                        f.mark(i, QUEUED)
+                    elif st == _SENT:
+                        f.mark(i, _QUEUED)
                         f.dup[i] = 1
                     else:
-                        f.mark(i, RELQ)
+                        f.mark(i, _RELQ)
             f.requeue()
         self.pump()
         return wait
@@ -714,13 +736,13 @@ class Session:
     def _ack_out(self, t, pid, reason=0):
         # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
         o, n = self.out, self.outlen
-        o[n] = t << 4 | (2 if t == PUBREL else 0)
+        o[n] = t << 4 | (2 if t == _PUBREL else 0)
         o[n + 1] = 2
         o[n + 2] = pid >> 8
         o[n + 3] = pid & 0xFF
         self.outlen = n + 4
         self.last_sent = self._now
-        if reason and self.version == V5 and self.server_max_packet >= 5:  # v5 says why (never in a packet
+        if reason and self.version == _V5 and self.server_max_packet >= 5:  # v5 says why (never in a packet
             o[n + 1] = 3                                                     # the server refuses)
             o[n + 4] = reason
             self.outlen = n + 5
