@@ -2,11 +2,17 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode_publish, v5, V5, PUBLISH, SUBSCRIBE, DISCONNECT, AUTH
+from tinymqtt.packets import Packet, encode_publish, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 
-# The property identifiers used here (tinymqtt.props names them all).
+# MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
+# (tinymqtt.props names them all): compile-time constants, no imported globals.
+_V5 = const(5)
+_PUBLISH = const(3)
+_SUBSCRIBE = const(8)
+_DISCONNECT = const(14)
+_AUTH = const(15)
 _SUBSCRIPTION_IDENTIFIER = const(0x0B)
 _SESSION_EXPIRY_INTERVAL = const(0x11)
 _ASSIGNED_CLIENT_IDENTIFIER = const(0x12)
@@ -35,11 +41,11 @@ class Session5(Session):
     """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
     topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
 
-    def __init__(self, version=V5, **options):
-        if version != V5:
+    def __init__(self, version=_V5, **options):
+        if version != _V5:
             raise LocalProtocolError(0x84, "Session5 speaks MQTT 5 only; 3.1 and 3.1.1 are session.Session")
         v5()  # the properties module loads now; a build without it (profile mqtt311) refuses here
-        Session.__init__(self, version=V5, **options)
+        Session.__init__(self, version=_V5, **options)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self._room = 0  # alias room of the PUBLISH _plen() sized last
@@ -94,18 +100,18 @@ class Session5(Session):
     def _fail(self, e):
         # The server broke the rules: tell it why before the driver closes the connection.
         if self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
-            self._send(Packet(DISCONNECT, reason=e.reason))
+            self._send(Packet(_DISCONNECT, reason=e.reason))
         Session._fail(self, e)
 
     def _other(self, t, p):
-        if t == DISCONNECT:
+        if t == _DISCONNECT:
             if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
                                                                    else "a Session Expiry Interval"))
             self.state = DISCONNECTED
-            self.on_event(DISCONNECT, p, p.reason)
+            self.on_event(_DISCONNECT, p, p.reason)
             raise ConnectionLost(p.reason, "server sent DISCONNECT")
-        if t != AUTH:
+        if t != _AUTH:
             Session._other(self, t, p)
         if self.state == CONNECTING and p.reason != 0x18:
             raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
@@ -118,7 +124,7 @@ class Session5(Session):
             raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
         if p.reason == 0x19:
             raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
-        self.on_event(AUTH, p, p.reason)
+        self.on_event(_AUTH, p, p.reason)
 
     def auth(self, reason, props):
         """Enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
@@ -130,7 +136,7 @@ class Session5(Session):
         if _AUTHENTICATION_METHOD not in (props or {}):
             props = dict(props or {})
             props[_AUTHENTICATION_METHOD] = method
-        self._send(Packet(AUTH, reason=reason, props=props))
+        self._send(Packet(_AUTH, reason=reason, props=props))
 
     # ------------------------------------------------------------ publish and subscribe
 
@@ -144,7 +150,7 @@ class Session5(Session):
         # topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
         room = 3 if self.aliases.max and not dup else 0
         while True:
-            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().block_len(props, PUBLISH, room)
+            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().block_len(props, _PUBLISH, room)
             n += 1 + vbi_len(n)
             if not room or (n <= len(self.out) and n <= self.server_max_packet):
                 self._room = room
@@ -158,7 +164,7 @@ class Session5(Session):
                 t = b""
             else:
                 alias = -alias
-        self.outlen += encode_publish(self.out, V5, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
+        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
         self.last_sent = self._now
 
     def subscribe(self, topics, props=None, handler=None):
@@ -172,7 +178,7 @@ class Session5(Session):
         return Session.subscribe(self, topics, props, handler)
 
     def _sub_len(self, topics, props):
-        n = 2 + v5().block_len(props, SUBSCRIBE)
+        n = 2 + v5().block_len(props, _SUBSCRIBE)
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
