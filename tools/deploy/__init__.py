@@ -109,7 +109,7 @@ def compile_mpy(path, name, flags, tmp):
 
 def library_mpy(board, path, name, tmp):
     """The .mpy of a library module for the board: with short_errors, compiled from tools/deploy/shorten.py's
-    copy (error text "module:line"); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
+    copy (error text: the packet named, or the line); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
         with open(path, encoding="utf-8") as f:
@@ -288,17 +288,27 @@ def romfs_files(mp, files, out):
                                                      "needs" % (size, need)), file=out)
         return files
     print("%s: library and port go to the ROMFS partition (%d of %d B)" % (mp.device, need, size), file=out)
-    return [File(ROM + f.dest, f.data, f.source) if f.dest.startswith("lib/") else f for f in files]
+    return in_romfs(files)
 
 
-def write_romfs(mp, files, tmp):
-    """One image holds every rom/ file (an empty one erases what an earlier --romfs deploy left)."""
+def romfs_folder(files, tmp):
+    """The folder whose image is the ROMFS (mounted at /rom): every rom/ file, without the prefix."""
     folder = os.path.join(tmp, "romfs")
     os.makedirs(folder)
     for f in files:
         if f.dest.startswith(ROM):
             local_copy(folder, File(f.dest[len(ROM):], f.data, f.source))
-    mp.romfs_deploy(folder)
+    return folder
+
+
+def in_romfs(files):
+    """files with the library and port moved to rom/ (what romfs_files does when the partition fits)."""
+    return [File(ROM + f.dest, f.data, f.source) if f.dest.startswith("lib/") else f for f in files]
+
+
+def write_romfs(mp, files, tmp):
+    """One image holds every rom/ file (an empty one erases what an earlier --romfs deploy left)."""
+    mp.romfs_deploy(romfs_folder(files, tmp))
 
 
 def deploy_device(board, files, device=None, runner=None, follow=False, start=True, out=sys.stdout,
