@@ -177,7 +177,7 @@ def run_wasm(dest, app, version, opts):
 
 
 def measure(quick=False, log=print):
-    res = {"rows": [], "mpy": {}}
+    res = {"rows": [], "mpy": {}, "port_mpy": port_mpy()}
     for profile in boards_mod.profiles():
         res["mpy"][profile] = size.profile_sizes("esp32", profile)
     if not micropython():
@@ -231,6 +231,18 @@ def kb(n):
     return "-" if n is None else "%.1f" % (n / 1024)
 
 
+def port_mpy(board_name="esp32"):
+    """{module: .mpy bytes} of the board's port as deploy compiles it (the 32-bit heap rows use a stub port,
+    so this is what a real board loads besides them; tinymqtt_tls / tinymqtt_stream only when used)."""
+    board = boards_mod.get(board_name)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="tinymqtt-fp-port-") as tmp:
+        for path in [board.port_module] + list(board.support):
+            name = os.path.basename(path) if path in board.support else "tinymqtt_port.py"
+            out[name] = len(deploy.compile_mpy(os.path.join(ROOT, path), name, board.mpy_cross, tmp))
+    return out
+
+
 def table(res):
     lines = ["| client | profile | `.mpy` loaded (esp32, KB) | heap after import 32 / 64-bit (KB) | heap connected "
              "32 / 64-bit (KB) | smallest heap, 64-bit unix port (KB) | from ROMFS, 64-bit: heap after import / "
@@ -241,6 +253,11 @@ def table(res):
             r["client"], r["profile"], kb(r["mpy"]), kb(w.get("import")), kb(u.get("import")),
             kb(w.get("connected")), kb(u.get("connected")), kb(r["smallest"]), kb(rom.get("import")),
             kb(rom.get("connected"))))
+    port = res.get("port_mpy")
+    if port:
+        lines.append("")
+        lines.append("The 32-bit heap rows use a stub transport; a real esp32 also loads its port: %s (.mpy, KB)."
+                     % ", ".join("%s %s" % (m[:-3], kb(n)) for m, n in sorted(port.items())))
     return "\n".join(lines)
 
 
