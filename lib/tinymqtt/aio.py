@@ -49,7 +49,10 @@ class AsyncClient:
         self.host, self.port, self.tls = host, port, tls
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
         self.p = port_impl or default_port()
-        self.session = Session(on_event=self._event, **session_options)
+        S = Session  # (temporary: tinymqtt.driver will choose the class)
+        if session_options.get("version", 5) == 5:
+            from tinymqtt.session5 import Session5 as S
+        self.session = S(on_event=self._event, **session_options)
         self.stream = None
         self.on_connect = self.on_disconnect = self.on_event = None
         self.on_auth = None  # MQTT 5 enhanced authentication: fn(auth_packet) -> (reason, props) or None (see Client)

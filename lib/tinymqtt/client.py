@@ -20,7 +20,10 @@ class Client:
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
         self.batch = batch  # True: publish() leaves packets in the buffer until it fills or loop() runs
         self.p = port_impl or default_port()
-        self.session = Session(on_event=self._event, **session_options)
+        S = Session  # (temporary: tinymqtt.driver will choose the class)
+        if session_options.get("version", 5) == 5:
+            from tinymqtt.session5 import Session5 as S
+        self.session = S(on_event=self._event, **session_options)
         self.transport = None
         self.on_message = None  # fn(message) for messages no subscribe(handler=...) claimed
         self.on_connect = None  # fn(connack)
