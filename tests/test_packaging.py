@@ -93,4 +93,4 @@ class Manifest:
 def test_manifest_freezes_a_profile_and_a_port():
     assert Manifest().run() == sorted(boards.profiles()["full"].lib)
     assert Manifest(profile="mqtt311", port="esp32").run() == sorted(
-        boards.profiles()["mqtt311"].lib + ["tinymqtt_port.py", "tinymqtt_board.py"])
+        boards.profiles()["mqtt311"].lib + ["tinymqtt_port.py", "tinymqtt_board.py", "tinymqtt_stream.py", "tinymqtt_tls.py"])

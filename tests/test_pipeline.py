@@ -21,7 +21,7 @@ import pytest
 import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
 from tinymqtt.client import Client
 from tinymqtt.packets import Packet, CONNACK, PUBLISH, encode, encode_publish, decode, frame, V5
-from tinymqtt.session import Session
+from tinymqtt.session5 import Session5
 from tools.spark.link import MqttLink
 from tools.spark.spool import Spool, read_range
 from tests.support.broker import Mosquitto
@@ -84,7 +84,7 @@ def test_manual_ack_inbound_table_small_and_large(window):
     """The inbound flow table behaves the same searched in place (boards) and indexed by packet id (desktop,
     Receive Maximum in the thousands): every message delivered once, acks in any order, resends recognised."""
     got = []
-    s = Session(client_id="t", manual_ack=True, receive_maximum=window, max_packet_size=65536,
+    s = Session5(client_id="t", manual_ack=True, receive_maximum=window, max_packet_size=65536,
                 on_event=lambda ev, v, r: got.append(v) if ev == PUBLISH else None)
     s.connect(0)
     s.outlen = 0

@@ -2,6 +2,7 @@
 # application holds until it has made the end of the flow durable, and ping() as a barrier. Sans-IO: bytes in,
 # bytes out, no broker.
 from tinymqtt.session import Session
+from tinymqtt.session5 import Session5
 
 
 def feed(s, data, now=0):
@@ -16,7 +17,7 @@ def take(s):
 
 
 def connected(version=5):
-    s = Session(client_id="hooks", version=version)
+    s = (Session5 if version == 5 else Session)(client_id="hooks", version=version)
     s.connect(0)
     take(s)
     feed(s, b"\x20\x03\x00\x00\x00" if version == 5 else b"\x20\x02\x00\x00")

@@ -3,7 +3,8 @@
 from hypothesis import given, settings, strategies as st
 
 from tinymqtt.errors import LocalProtocolError
-from tinymqtt.topic import matches, validate_filter, validate_name, share_parts
+from tinymqtt.props import share_parts
+from tinymqtt.topic import matches, validate_filter, validate_name
 
 NAME_CHARS = "ab$/"
 FILTER_CHARS = "ab$/+#"

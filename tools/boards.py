@@ -40,7 +40,8 @@ class Board:
     wlan: bool
     config: dict = field(default_factory=dict)  # extra config.py values
     profile: str = "full"  # the profile whose files `lib` holds
-    short_errors: bool = False  # library error text becomes "module:line" in the .mpy (tools/deploy/shorten.py)
+    short_errors: bool = False  # library error text becomes packet name or line in the .mpy (tools/deploy/shorten.py),
+    # and the text-only modules (TEXT_ONLY) stay off the board
 
     @property
     def port_module(self):
@@ -222,11 +223,21 @@ def _check_board(path, name, t, repo, profiles=None):
         name=name, description=t.get("description", name), port=port, support=list(t.get("support", [])),
         platform=t["platform"], micropython=tuple(int(x) for x in (t["micropython"] + ".0").split(".")[:3]),
         mpy_cross=list(t["mpy_cross"]),
-        lib=list(t["lib"] if "lib" in t else profiles[DEFAULT_PROFILE].lib), heap_budget=t["heap_budget"],
+        lib=on_board(t["lib"] if "lib" in t else profiles[DEFAULT_PROFILE].lib, t.get("short_errors", False)),
+        heap_budget=t["heap_budget"],
         max_packet_size=t["max_packet_size"], out_size=t["out_size"], max_inflight=t["max_inflight"],
         receive_maximum=t["receive_maximum"], topic_alias_maximum=t["topic_alias_maximum"],
         keepalive=t["keepalive"], wlan=t["wlan"], config=dict(t.get("config", {})),
         short_errors=t.get("short_errors", False))
+
+
+TEXT_ONLY = ("tinymqtt/reasons.py",)  # reason names for error text: the code stays, the name is only words
+
+
+def on_board(lib, short_errors):
+    """The library modules a board gets: with short error text, none that only words need (MQTTError says
+    "(0x97)" where it would say "(0x97 Quota exceeded)")."""
+    return [m for m in lib if not (short_errors and m in TEXT_ONLY)]
 
 
 def parse(text, path="boards.toml", repo=REPO):
@@ -281,7 +292,7 @@ def get(name, path=DEFAULT_PATH, profile=None):
     if profile not in known:
         raise BoardError("%s: no profile %r (profiles: %s)" % (path, profile, ", ".join(sorted(known))))
     p = known[profile]
-    return dataclasses.replace(board, lib=list(p.lib), profile=profile, **p.session)
+    return dataclasses.replace(board, lib=on_board(p.lib, board.short_errors), profile=profile, **p.session)
 
 
 def main(argv=None):

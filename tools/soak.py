@@ -101,7 +101,7 @@ asyncio.run(main())
 # loop, and not at every collection: a sample is the least of a few `await sleep_ms(); gc.collect()` readings.
 MP_SESSION_SOAK = r'''
 import asyncio, gc
-from tinymqtt.session import Session
+from tinymqtt.session5 import Session5
 from tinymqtt.packets import encode_publish
 import config
 CYCLES, PER, SAMPLE = config.CYCLES, config.PER, config.SAMPLE
@@ -112,7 +112,7 @@ def on_msg(m):
     got[0] += 1
 
 
-s = Session(client_id="mp", version=5, session_expiry=600, clean=False, keepalive=30, max_packet_size=1024,
+s = Session5(client_id="mp", version=5, session_expiry=600, clean=False, keepalive=30, max_packet_size=1024,
             max_inflight=8, receive_maximum=8)
 s.subscribe([("in/#", 2)], handler=on_msg)
 TOPIC, INTOPIC, PAY = b"out/t", b"in/x", b"0123456789abcdef"

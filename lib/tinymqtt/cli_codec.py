@@ -4,14 +4,18 @@
 # (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython and
 # MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
-from tinymqtt.errors import malformed, protocol_error, RemoteProtocolError
-from tinymqtt.packets import (Packet, CONNECT, CONNACK, PUBLISH, SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, V31,
-                              V311, V5, NAMES, _pid, _props, _need_pid)
-from tinymqtt.wire import put_u8, put_u16
+from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
+from tinymqtt.props import binary
+from tinymqtt.wire import put
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
           "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
 WILL = 0  # props.WILL: the property set of a Will
+
+
+def _props(r, p, t):
+    p.props = K.v5().read(r, t) or None
 
 
 def _eq(self, other):
@@ -44,7 +48,11 @@ def _repr(self):
     return "<" + " ".join(out) + ">"
 
 
-def _d_connect(r, p, flags, v):
+def _decode(r, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
+    (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
+
+
+def _d_connect(r, p, v):
     name, level = r.str("protocol name"), r.u8("protocol level")
     if not ((name == "MQIsdp" and level == V31) or (name == "MQTT" and V311 <= level <= V5)):
         raise RemoteProtocolError(0x84, "unsupported protocol %r level %d" % (name, level))
@@ -69,19 +77,21 @@ def _d_connect(r, p, flags, v):
         if v == V5:
             _props(r, w, WILL)
         w.topic = r.str("will topic")
-        w.payload = r.bin("will payload")
+        w.payload = binary(r, "will payload")
     if f & 0x80:
         p.username = r.str("user name")
     if f & 0x40:
-        p.password = r.bin("password")
+        p.password = binary(r, "password")
 
 
-def _d_subscribe(r, p, flags, v):
-    p.pid = _pid(r)
+def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
     if v == V5:
-        _props(r, p, SUBSCRIBE)
+        _props(r, p, p.type)
     p.topics = []
-    while r.more():
+    while r.pos < r.end:
+        if p.type != SUBSCRIBE:
+            p.topics.append(r.str("topic filter"))
+            continue
         f, o = r.str("topic filter"), r.u8("subscription options")
         if o & (0xC0 if v == V5 else 0xFC):
             raise malformed("reserved subscription option bits set for %r" % f)
@@ -91,40 +101,29 @@ def _d_subscribe(r, p, flags, v):
             raise protocol_error("retain handling 3 for %r" % f)
         p.topics.append((f, o))
     if not p.topics:
-        raise protocol_error("SUBSCRIBE without a topic filter")
+        raise protocol_error("%s without a topic filter" % NAMES[p.type])
 
 
-def _d_unsubscribe(r, p, flags, v):
-    p.pid = _pid(r)
-    if v == V5:
-        _props(r, p, UNSUBSCRIBE)
-    p.topics = []
-    while r.more():
-        p.topics.append(r.str("topic filter"))
-    if not p.topics:
-        raise protocol_error("UNSUBSCRIBE without a topic filter")
-
-
-def _e_connack(b, pos, p, v):
-    pos = put_u8(b, put_u8(b, pos, bool(p.session_present)), p.reason)
-    return K.v5().put(b, pos, p.props, CONNACK) if v == V5 else pos
-
-
-def _e_suback(b, pos, p, v):  # SUBACK and UNSUBACK
-    pos = put_u16(b, pos, _need_pid(p))
-    if v < V5 and p.type == UNSUBACK:
-        return pos
+def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
+    if p.type == K.CONNACK:
+        pos = put(b, put(b, pos, bool(p.session_present)), p.reason)
+    else:
+        if not p.pid:
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[p.type])
+        pos = put(b, pos, p.pid, 2)
+        if v < V5 and p.type == UNSUBACK:
+            return pos
     if v == V5:
         pos = K.v5().put(b, pos, p.props, p.type)
-    for c in p.codes:
-        pos = put_u8(b, pos, c)
+    for c in p.codes or ():
+        pos = put(b, pos, c)
     return pos
 
 
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K._DECODE[CONNECT], K._DECODE[SUBSCRIBE], K._DECODE[UNSUBSCRIBE] = _d_connect, _d_subscribe, _d_unsubscribe
-    K._ENCODE[CONNACK], K._ENCODE[SUBACK], K._ENCODE[UNSUBACK] = _e_connack, _e_suback, _e_suback
+    K.SERVER_DECODE, K.SERVER_ENCODE = _decode, _encode
+    Packet.version = V5  # set by decoding a CONNECT
     Packet.__eq__, Packet.__repr__ = _eq, _repr
 
 

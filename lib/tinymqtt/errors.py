@@ -1,28 +1,35 @@
 # One exception family for every rule broken, carrying the MQTT reason code.
 # RemoteProtocolError: the peer sent something the spec forbids (close that connection).
 # LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
+# Every class costs a board heap (a type object and its dict), so the subclasses are made by type(), which
+# spares each a class body, and share MQTTError's __init__ and __str__.
 
 
 class MQTTError(Exception):
-    def __init__(self, reason, msg=""):
+    # NotDelivered: `pid` is the message's packet id (0 for every other error).
+    def __init__(self, reason, msg="", pid=0):
         super().__init__(reason, msg)
         self.reason = reason
         self.msg = msg
+        self.pid = pid
 
     def __str__(self):
         try:
             from tinymqtt.reasons import name
             return "%s (0x%02X %s)" % (self.msg, self.reason, name(self.reason))
-        except ImportError:  # a trimmed board build may drop the names table
+        except ImportError:  # a board build without the names table
             return "%s (0x%02X)" % (self.msg, self.reason)
 
 
-class RemoteProtocolError(MQTTError):
-    pass
-
-
-class LocalProtocolError(MQTTError):
-    pass
+RemoteProtocolError = type("RemoteProtocolError", (MQTTError,), {})
+LocalProtocolError = type("LocalProtocolError", (MQTTError,), {})
+# The server refused the connection (CONNACK with a failure code; 3.x codes mapped to v5 ones).
+ConnectError = type("ConnectError", (MQTTError,), {})
+# The link is gone: keep-alive expired, the server sent DISCONNECT, or the transport closed.
+ConnectionLost = type("ConnectionLost", (MQTTError,), {})
+# A QoS 1/2 message the server refused (its reason code) or that was lost with a session the server no longer
+# has (0x80); `pid` is the message's packet id.
+NotDelivered = type("NotDelivered", (MQTTError,), {})
 
 
 def malformed(msg):
@@ -31,20 +38,3 @@ def malformed(msg):
 
 def protocol_error(msg):
     return RemoteProtocolError(0x82, msg)
-
-
-class ConnectError(MQTTError):
-    """The server refused the connection (CONNACK with a failure code; 3.x codes mapped to v5 ones)."""
-
-
-class ConnectionLost(MQTTError):
-    """The link is gone: keep-alive expired, the server sent DISCONNECT, or the transport closed."""
-
-
-class NotDelivered(MQTTError):
-    """A QoS 1/2 message the server refused (its reason code) or that was lost with a session the server
-    no longer has (0x80). `pid` is the message's packet id."""
-
-    def __init__(self, reason, msg="", pid=0):
-        super().__init__(reason, msg)
-        self.pid = pid

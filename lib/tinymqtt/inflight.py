@@ -49,7 +49,8 @@ class Inflight:
         self.seq[i] = self._seq
         self.count += 1
         if qos < 3:
-            self._push(i)
+            self._ring[(self._head + self._len) % size] = i
+            self._len += 1
         return i
 
     def reserve(self):
@@ -59,10 +60,6 @@ class Inflight:
             return -1
         self.state[i] = CONTROL
         return self.pid[i]
-
-    def _push(self, i):
-        self._ring[(self._head + self._len) % self.size] = i
-        self._len += 1
 
     def next_queued(self):
         """Slot of the oldest QUEUED message, or -1. It stays first until it leaves the QUEUED state."""
@@ -87,23 +84,21 @@ class Inflight:
         for st in (RELQ, QUEUED):
             for i in order:
                 if self.state[i] == st:
-                    self._push(i)
+                    self._ring[self._len] = i
+                    self._len += 1
 
     def find(self, pid):
         i = pid % self.size
         return i if self.state[i] and self.pid[i] == pid else -1
 
-    def _on_wire(self, i):
-        return SENT <= self.state[i] <= RELQ
-
     def mark(self, i, state, now=0):
-        was = self._on_wire(i)
+        # unacked counts the slots on the wire: SENT, RELEASED, RELQ
+        self.unacked += (SENT <= state <= RELQ) - (SENT <= self.state[i] <= RELQ)
         self.state[i] = state
-        self.unacked += self._on_wire(i) - was
         self.sent_at[i] = now
 
     def free(self, i):
-        self.unacked -= self._on_wire(i)
+        self.unacked -= SENT <= self.state[i] <= RELQ
         self.state[i] = FREE
         self.topic[i] = self.payload[i] = self.props[i] = None
         self.count -= 1

@@ -3,11 +3,15 @@
 # memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
 # is a memoryview into the caller's buffer, valid until that buffer is reused. The server half (CONNECT,
 # SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
-# MQTT 5 properties (props.py) load at the first v5 packet, so a 3.1.1 client never imports them.
+# Everything MQTT 5 adds (properties, reason codes after the fixed fields) is props.py's, loaded by v5() at the
+# first v5 packet, so a 3.1.1 client never imports it.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import Reader, put_u8, put_u16, put_vbi, put_str, vbi_len, MAX_VBI
+from tinymqtt.wire import Reader, put, put_str, text, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
+# The server half (cli_codec.py) plugs in here: SERVER_DECODE(reader, packet, level) for CONNECT, SUBSCRIBE and
+# UNSUBSCRIBE, SERVER_ENCODE(buf, pos, packet, level) for CONNACK, SUBACK and UNSUBACK.
+SERVER_DECODE = SERVER_ENCODE = None
 
 
 def v5():
@@ -20,15 +24,34 @@ def v5():
             raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)") from None
     return P
 
-CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
-SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 8, 9, 10, 11, 12, 13, 14, 15
+try:
+    from micropython import const  # the constants below become literals in this module's code
+except ImportError:  # CPython
+    const = int
+
+CONNECT = const(1)
+CONNACK = const(2)
+PUBLISH = const(3)
+PUBACK = const(4)
+PUBREC = const(5)
+PUBREL = const(6)
+PUBCOMP = const(7)
+SUBSCRIBE = const(8)
+SUBACK = const(9)
+UNSUBSCRIBE = const(10)
+UNSUBACK = const(11)
+PINGREQ = const(12)
+PINGRESP = const(13)
+DISCONNECT = const(14)
+AUTH = const(15)
 NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
          "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH")
-V31, V311, V5 = 3, 4, 5
-MAX_PACKET = 5 + MAX_VBI  # the largest packet the protocol can express
-
-_V3_SUBACK = (b"\x00\x01\x02", b"\x00\x01\x02\x80")  # 3.1, 3.1.1
-_FLAGS_0010 = (PUBREL, SUBSCRIBE, UNSUBSCRIBE)  # fixed header flags 0010; a tuple literal of names would allocate
+V31 = const(3)
+V311 = const(4)
+V5 = const(5)
+# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE.
+_FLAGS = b"\0\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
+MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte Remaining Length of 2**28 - 1
 
 
 class Packet:
@@ -46,7 +69,6 @@ class Packet:
     topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
     session_present = False
-    version = 5  # set by decoding a CONNECT
     client_id = ""
     clean = True
     keepalive = 0
@@ -58,7 +80,6 @@ class Packet:
         self.type = type
         for k in fields:
             setattr(self, k, fields[k])
-
 
 
 def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
@@ -90,132 +111,78 @@ def frame(buf, n, max_size=MAX_PACKET, pos=0):
 def decode(mv, version=V5):
     """Decodes the one whole packet in mv (a memoryview or bytes); raises RemoteProtocolError."""
     n = len(mv)
-    if n < 2:
-        raise malformed("packet shorter than its 2-byte fixed header")
-    t, flags = mv[0] >> 4, mv[0] & 15
-    r = Reader(mv, 1, n)
-    rl = r.vbi("Remaining Length")
-    if r.pos + rl != n:
-        raise malformed("Remaining Length %d disagrees with the %d bytes that follow it" % (rl, n - r.pos))
-    if t == 0 or (t == AUTH and version < V5):
-        raise malformed("reserved packet type %d" % t)
-    if t != PUBLISH:
-        want = 2 if t in _FLAGS_0010 else 0
-        if version == V31:  # 3.1 leaves these bits unused, except QoS 1 on the three above (DUP allowed)
-            flags &= 6 if want else 0
-        if flags != want:
-            raise malformed("%s fixed header flags must be %s, got %s" % (NAMES[t], bin(want), bin(flags)))
-    body = _DECODE[t]
-    if body is None:
-        raise protocol_error("a server never sends %s" % NAMES[t])
+    if n < 2 or frame(mv, n) != n:
+        raise malformed("the Remaining Length of a %d-byte packet disagrees with its size" % n)
+    t, f = mv[0] >> 4, mv[0] & 15
+    if version == V31 and t != PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
+        f &= _FLAGS[t] and 6
+    if not t or (t == AUTH and version < V5) or (t != PUBLISH and f != _FLAGS[t]):
+        raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
+    i = 2
+    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+        i += 1
+    r = Reader(mv, i, n)
     p = Packet(t)
-    body(r, p, flags, version)
+    if t == PUBLISH:
+        q = f >> 1 & 3
+        if q == 3 or (f & 8 and not q):
+            raise malformed("PUBLISH with QoS 3, or DUP on QoS 0")
+        p.qos, p.dup, p.retain = q, bool(f & 8), bool(f & 1)
+        p.topic = s = r.str("topic name")
+        if "+" in s or "#" in s:
+            raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
+    elif t == CONNACK:
+        c = r.u8()
+        if version == V31:
+            c = 0  # 3.1: the first byte is unused
+        p.session_present = bool(c)
+        if version < V5:
+            p.reason = r.u8()
+        if c & 0xFE or p.reason > 5 and version < V5:
+            raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
+    if PUBLISH < t < PINGREQ or p.qos:  # PUBACK..UNSUBACK, and a PUBLISH at QoS 1 or 2
+        p.pid = r.u16()
+        if not p.pid:
+            raise malformed("packet identifier 0")
+    if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
+        if not SERVER_DECODE:
+            raise protocol_error("a server never sends %s" % NAMES[t])
+        SERVER_DECODE(r, p, version)
+    elif version == V5:
+        v5().tail(r, p)  # reason code, properties, SUBACK and UNSUBACK codes
+    elif t == SUBACK:
+        c = bytes(mv[r.pos:n])
+        r.pos = n
+        p.codes = list(c)
+        # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
+        if not c or c.strip(b"\0\1\2\x80" if version == V311 else b"\0\1\2"):
+            raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+    if t == PUBLISH:
+        if not s and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
+            raise protocol_error("empty topic name without a topic alias")
+        p.payload = mv[r.pos:n]
+        r.pos = n
+    elif t == CONNACK and p.reason and p.session_present:
+        raise protocol_error("CONNACK refuses the connection but says session present")
     if r.pos != n:
         raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
     return p
 
 
-def _pid(r):
-    v = r.u16("packet identifier")
-    if not v:
-        raise malformed("packet identifier 0")
-    return v
-
-
-def _reason(r, p):  # v5 only: the reason codes p's type may carry are in props.REASONS
-    c = r.u8("reason code")
-    if c not in v5().REASONS[p.type]:
-        raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[p.type]))
-    p.reason = c
-
-
-def _props(r, p, t):
-    p.props = v5().read(r, t) or None
-
-
-def _d_connack(r, p, flags, v):
-    f = r.u8("connect acknowledge flags")
-    if v == V31:
-        f = 0  # 3.1: the first byte is unused
-    elif f & 0xFE:
-        raise malformed("reserved CONNACK flag bits set: %s" % bin(f))
-    p.session_present = bool(f & 1)
-    if v == V5:
-        _reason(r, p)
-        _props(r, p, CONNACK)
-    else:
-        p.reason = r.u8("connect return code")
-        if p.reason > 5:
-            raise malformed("CONNACK return code %d is reserved" % p.reason)
-    if p.reason and p.session_present:
-        raise protocol_error("CONNACK refuses the connection but says session present")
-
-
-def _d_publish(r, p, flags, v):
-    q = flags >> 1 & 3
-    if q == 3:
-        raise malformed("PUBLISH with QoS 3")
-    if flags & 8 and not q:
-        raise malformed("DUP set on a QoS 0 PUBLISH")
-    p.qos, p.dup, p.retain = q, bool(flags & 8), bool(flags & 1)
-    p.topic = t = r.str("topic name")
-    if "+" in t or "#" in t:
-        raise RemoteProtocolError(0x90, "wildcard in topic name %r" % t)
-    if q:
-        p.pid = _pid(r)
-    if v == V5:
-        _props(r, p, PUBLISH)
-    if not t and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
-        raise protocol_error("empty topic name without a topic alias")
-    p.payload = r.rest()
-
-
-def _d_ack(r, p, flags, v):  # PUBACK, PUBREC, PUBREL, PUBCOMP: short forms of length 2 and 3 in v5
-    p.pid = _pid(r)
-    if v == V5 and r.more():
-        _reason(r, p)
-        if r.more():
-            _props(r, p, p.type)
-
-
-def _d_suback(r, p, flags, v):  # SUBACK, and UNSUBACK in v5 (3.x UNSUBACK is the packet id alone)
-    p.pid = _pid(r)
-    if v < V5 and p.type == UNSUBACK:
-        return
-    if v == V5:
-        _props(r, p, p.type)
-    allowed = v5().REASONS[p.type] if v == V5 else _V3_SUBACK[v - V31]
-    p.codes = []
-    while r.more():
-        c = r.u8()
-        if c not in allowed:
-            raise protocol_error("%s reason code 0x%02X is not allowed" % (NAMES[p.type], c))
-        p.codes.append(c)
-    if not p.codes:
-        raise protocol_error("%s without reason codes" % NAMES[p.type])
-
-
-def _d_empty(r, p, flags, v):  # PINGREQ, PINGRESP; DISCONNECT and AUTH in v5 may carry reason + props
-    if v == V5 and r.more() and p.type >= DISCONNECT:
-        _reason(r, p)
-        if r.more():
-            _props(r, p, p.type)
-
-
-# By packet type; None: a server never sends it (tinymqtt/cli_codec.py fills these in on hosts).
-_DECODE = [None, None, _d_connack, _d_publish, _d_ack, _d_ack, _d_ack, _d_ack, None, _d_suback,
-           None, _d_suback, _d_empty, _d_empty, _d_empty, _d_empty]
-
-
 # ---------------------------------------------------------------- encoding
 
 def _header(buf, off, first, n):
-    total = 1 + vbi_len(n) + n
-    if off + total > len(buf):
+    # The fixed header of a packet whose body is n bytes long: the type and flags byte, the Remaining Length.
+    if off + 1 + vbi_len(n) + n > len(buf):
         raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
-                                 % (total, len(buf) - off))
+                                 % (1 + vbi_len(n) + n, len(buf) - off))
     buf[off] = first
-    return put_vbi(buf, off + 1, n)
+    while n > 127:
+        off += 1
+        buf[off] = n & 0x7F | 0x80
+        n >>= 7
+    buf[off + 1] = n
+    return off + 2
 
 
 def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0):
@@ -225,17 +192,11 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if alias and version < V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
-    if isinstance(topic, str):
-        if "\x00" in topic:
-            raise LocalProtocolError(0x81, "U+0000 is not allowed in a topic name: %r" % topic)
-        topic = topic.encode()
-    extra = 3 if alias else 0
+    topic = text(topic)
     tl, pl = len(topic), len(payload)
-    if tl > 65535:
-        raise LocalProtocolError(0x95, "a topic of %d bytes exceeds 65535" % tl)
     n = 2 + tl + pl + (2 if qos else 0)
     if version == V5:
-        n += v5().block_len(props, PUBLISH, extra)
+        n += v5().put_publish(None, 0, props, alias)
     pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
     # Every publish passes here: the fields are written in place, without a call per field.
     buf[pos] = tl >> 8
@@ -248,9 +209,7 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         buf[pos + 1] = pid & 0xFF
         pos += 2
     if version == V5:
-        pos = P.put(buf, pos, props, PUBLISH, extra)  # P: loaded by the v5() just above
-        if alias:
-            pos = put_u16(buf, put_u8(buf, pos, 0x23), alias)  # 0x23: Topic Alias
+        pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
     buf[pos:pos + pl] = payload
     return pos + pl - off
 
@@ -260,77 +219,50 @@ def encode(buf, p, version=V5, off=0):
     t = p.type
     if t == PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    if not 0 < t < 16 or (t == AUTH and version < V5):
-        raise LocalProtocolError(0x82, "no packet type %d in MQTT level %d" % (t, version))
-    body = _ENCODE[t]
-    if body is None:
-        raise LocalProtocolError(0x82, "a client never sends %s" % NAMES[t])
+    body = SERVER_ENCODE if t == CONNACK or t == SUBACK or t == UNSUBACK else _body
+    if not 0 < t < 16 or (t == AUTH and version < V5) or not body:
+        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
-    pos = _header(buf, off, t << 4 | (2 if t in _FLAGS_0010 else 0), n)
+    pos = _header(buf, off, t << 4 | _FLAGS[t], n)
     return body(buf, pos, p, version) - off
 
 
-def _need_pid(p):
-    if not 0 < p.pid < 65536:
-        raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535, got %r" % (NAMES[p.type], p.pid))
-    return p.pid
-
-
-def _e_connect(b, pos, p, v):
-    w = p.will
-    if v == V31 and not 0 < len(p.client_id) <= 23:
-        raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-    if v < V5 and p.password is not None and p.username is None:
-        raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name")
-    if not 0 <= p.keepalive <= 65535 or (w and not 0 <= w.qos <= 2):
-        raise LocalProtocolError(0x81, "keepalive must be 0-65535 and will QoS 0-2")
-    f = (p.username is not None) << 7 | (p.password is not None) << 6 | bool(p.clean) << 1
-    if w:
-        f |= 4 | w.qos << 3 | bool(w.retain) << 5
-    pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
-    pos = put_u16(b, put_u8(b, put_u8(b, pos, v), f), p.keepalive)
-    if v == V5:
-        pos = v5().put(b, pos, p.props, CONNECT)
-    pos = put_str(b, pos, p.client_id)
-    if w:
+def _body(b, pos, p, v):
+    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
+    t = p.type
+    if t == CONNECT:
+        w, u, pw = p.will, p.username, p.password
+        if v == V31 and not 0 < len(p.client_id) <= 23:
+            raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+        if (v < V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+            raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
+        f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+        if w:
+            f |= 4 | w.qos << 3 | bool(w.retain) << 5
+        pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
+        pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
         if v == V5:
-            pos = P.put(b, pos, w.props, P.WILL)  # P: loaded for the CONNECT's own properties
-        pos = put_str(b, put_str(b, pos, w.topic), w.payload)
-    if p.username is not None:
-        pos = put_str(b, pos, p.username)
-    if p.password is not None:
-        pos = put_str(b, pos, p.password)
-    return pos
-
-
-def _e_ack(b, pos, p, v):  # PUBACK..PUBCOMP, and DISCONNECT/AUTH (no pid): the shortest form that says it all
-    if p.type < DISCONNECT:
-        pos = put_u16(b, pos, _need_pid(p))
-    if v == V5 and (p.reason or p.props):
-        pos = put_u8(b, pos, p.reason)
-        if p.props:
-            pos = v5().put(b, pos, p.props, p.type)
-    return pos
-
-
-def _e_subscribe(b, pos, p, v):  # SUBSCRIBE and UNSUBSCRIBE
-    pos = put_u16(b, pos, _need_pid(p))
-    if v == V5:
-        pos = v5().put(b, pos, p.props, p.type)
-    if not p.topics:
-        raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[p.type])
-    for t in p.topics:
-        if p.type == SUBSCRIBE:
-            pos = put_u8(b, put_str(b, pos, t[0]), t[1])
-        else:
-            pos = put_str(b, pos, t)
-    return pos
-
-
-def _e_empty(b, pos, p, v):
-    return _e_ack(b, pos, p, v) if p.type >= DISCONNECT else pos
-
-
-# By packet type; None: a client never sends it.
-_ENCODE = [None, _e_connect, None, None, _e_ack, _e_ack, _e_ack, _e_ack, _e_subscribe, None,
-           _e_subscribe, None, _e_empty, _e_empty, _e_empty, _e_empty]
+            pos = v5().put(b, pos, p.props, CONNECT)
+        pos = put_str(b, pos, p.client_id)
+        if w:
+            if v == V5:
+                pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+            pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+        for s in (u, pw):
+            if s is not None:
+                pos = put_str(b, pos, s)
+        return pos
+    if t < PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+        if not p.pid:
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
+        pos = put(b, pos, p.pid, 2)
+    if t == SUBSCRIBE or t == UNSUBSCRIBE:
+        if v == V5:
+            pos = v5().put(b, pos, p.props, t)
+        if not p.topics:
+            raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
+        for f in p.topics:
+            pos = put(b, put_str(b, pos, f[0]), f[1]) if t == SUBSCRIBE else put_str(b, pos, f)
+        return pos
+    # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
+    return v5().put_tail(b, pos, p) if v == V5 and (p.reason or p.props) else pos

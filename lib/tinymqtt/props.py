@@ -1,8 +1,11 @@
-# MQTT 5 properties (spec 2.2.2): the identifier table with each property's type and the packets it may
-# appear in, and reading/writing a property block. Properties travel as a dict {identifier: value};
-# User Property (and Subscription Identifier in PUBLISH) may repeat, so their value is a list.
+# Everything MQTT 5 adds to the codec, loaded by packets.v5() at the first v5 packet: properties (spec 2.2.2:
+# the identifier table with each property's type and the packets it may appear in, reading and writing a
+# property block), the reason codes each packet may carry, and the v5 fields after a packet's fixed ones.
+# Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
+# repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
-from tinymqtt.wire import put_u8, put_u16, put_u32, put_vbi, put_str, vbi_len
+from tinymqtt.packets import NAMES
+from tinymqtt.wire import put as put_int, put_str, vbi_len
 
 PAYLOAD_FORMAT_INDICATOR = 0x01
 MESSAGE_EXPIRY_INTERVAL = 0x02
@@ -32,8 +35,20 @@ WILDCARD_SUBSCRIPTION_AVAILABLE = 0x28
 SUBSCRIPTION_IDENTIFIER_AVAILABLE = 0x29
 SHARED_SUBSCRIPTION_AVAILABLE = 0x2A
 
+try:
+    from micropython import const  # the constants below become literals in this module's code
+except ImportError:  # CPython
+    const = int
+
 # Value types. BOOL is a byte that must be 0 or 1.
-BYTE, BOOL, U16, U32, VBI, STR, BIN, PAIR = 1, 2, 3, 4, 5, 6, 7, 8
+BYTE = const(1)
+BOOL = const(2)
+U16 = const(3)
+U32 = const(4)
+VBI = const(5)
+STR = const(6)
+BIN = const(7)
+PAIR = const(8)
 
 # Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
 WILL = 0
@@ -50,81 +65,114 @@ REASONS = {
         b"\x9d\x9e\x9f\xa0\xa1\xa2",  # DISCONNECT
     15: b"\x00\x18\x19",  # AUTH
 }
-_CONNECT, _CONNACK, _PUBLISH, _SUBSCRIBE, _DISCONNECT, _AUTH = 2, 4, 8, 256, 16384, 32768
-_W = 1
+_CONNECT = const(2 << 4)
+_CONNACK = const(4 << 4)
+_PUBLISH = const(8 << 4)
+_SUBSCRIBE = const(256 << 4)
+_DISCONNECT = const(16384 << 4)
+_AUTH = const(32768 << 4)
+_W = const(1 << 4)
 # PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
-_ACKS = 0xF0 | 1 << 9 | 1 << 11 | _DISCONNECT | _AUTH
+_ACKS = const((0xF0 | 1 << 9 | 1 << 11 | 16384 | 32768) << 4)
 
+# Each property's value type (the low 4 bits) and the packet types it may appear in (one bit each, from bit 4):
+# small ints, so the table holds no object per property.
 TABLE = {
-    0x01: (BOOL, _PUBLISH | _W),
-    0x02: (U32, _PUBLISH | _W),
-    0x03: (STR, _PUBLISH | _W),
-    0x08: (STR, _PUBLISH | _W),
-    0x09: (BIN, _PUBLISH | _W),
-    0x0B: (VBI, _PUBLISH | _SUBSCRIBE),
-    0x11: (U32, _CONNECT | _CONNACK | _DISCONNECT),
-    0x12: (STR, _CONNACK),
-    0x13: (U16, _CONNACK),
-    0x15: (STR, _CONNECT | _CONNACK | _AUTH),
-    0x16: (BIN, _CONNECT | _CONNACK | _AUTH),
-    0x17: (BOOL, _CONNECT),
-    0x18: (U32, _W),
-    0x19: (BOOL, _CONNECT),
-    0x1A: (STR, _CONNACK),
-    0x1C: (STR, _CONNACK | _DISCONNECT),
-    0x1F: (STR, _CONNACK | _ACKS),
-    0x21: (U16, _CONNECT | _CONNACK),
-    0x22: (U16, _CONNECT | _CONNACK),
-    0x23: (U16, _PUBLISH),
-    0x24: (BOOL, _CONNACK),
-    0x25: (BOOL, _CONNACK),
-    0x26: (PAIR, 0xFFFF),
-    0x27: (U32, _CONNECT | _CONNACK),
-    0x28: (BOOL, _CONNACK),
-    0x29: (BOOL, _CONNACK),
-    0x2A: (BOOL, _CONNACK),
+    0x01: BOOL | _PUBLISH | _W,
+    0x02: U32 | _PUBLISH | _W,
+    0x03: STR | _PUBLISH | _W,
+    0x08: STR | _PUBLISH | _W,
+    0x09: BIN | _PUBLISH | _W,
+    0x0B: VBI | _PUBLISH | _SUBSCRIBE,
+    0x11: U32 | _CONNECT | _CONNACK | _DISCONNECT,
+    0x12: STR | _CONNACK,
+    0x13: U16 | _CONNACK,
+    0x15: STR | _CONNECT | _CONNACK | _AUTH,
+    0x16: BIN | _CONNECT | _CONNACK | _AUTH,
+    0x17: BOOL | _CONNECT,
+    0x18: U32 | _W,
+    0x19: BOOL | _CONNECT,
+    0x1A: STR | _CONNACK,
+    0x1C: STR | _CONNACK | _DISCONNECT,
+    0x1F: STR | _CONNACK | _ACKS,
+    0x21: U16 | _CONNECT | _CONNACK,
+    0x22: U16 | _CONNECT | _CONNACK,
+    0x23: U16 | _PUBLISH,
+    0x24: BOOL | _CONNACK,
+    0x25: BOOL | _CONNACK,
+    0x26: PAIR | 0xFFFF << 4,
+    0x27: U32 | _CONNECT | _CONNACK,
+    0x28: BOOL | _CONNACK,
+    0x29: BOOL | _CONNACK,
+    0x2A: BOOL | _CONNACK,
 }
+
+MAX_VBI = 268435455
 
 # Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
 _NONZERO = (0x21, 0x27, 0x0B)
 
 
-def _repeats(pid, ptype):
-    return pid == 0x26 or (pid == 0x0B and ptype == 3)
+def put_vbi(b, pos, v):
+    """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
+    if not 0 <= v <= MAX_VBI:
+        raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
+    if b is None:
+        return pos + vbi_len(v)
+    while v > 127:
+        b[pos] = v & 0x7F | 0x80
+        v >>= 7
+        pos += 1
+    b[pos] = v
+    return pos + 1
+
+
+def vbi(r, what="a Variable Byte Integer"):
+    """Reads a Variable Byte Integer with Reader r."""
+    v = 0
+    for shift in (0, 7, 14, 21):
+        d = r.u8(what)
+        v |= (d & 0x7F) << shift
+        if not d & 0x80:
+            if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
+                raise malformed("%s in non-minimal form" % what)
+            return v
+    raise malformed("%s longer than 4 bytes" % what)
+
+
+def binary(r, what="binary data"):
+    """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
+    p = r.need(r.u16(what), what)
+    return bytes(r.mv[p:r.pos])
 
 
 def read(r, ptype):
     """Reads a property block (length + properties) for packet type ptype (WILL for will properties)."""
-    n = r.vbi("property length")
+    n = vbi(r, "property length")
     end = r.pos + n
     if end > r.end:
         raise malformed("property length %d runs past the end of the packet" % n)
     props = {}
     while r.pos < end:
-        pid = r.vbi("property identifier")
-        spec = TABLE.get(pid)
-        if spec is None or not spec[1] & (1 << ptype):
+        pid = vbi(r, "property identifier")
+        t = TABLE.get(pid, 0)
+        if not t >> 4 & 1 << ptype:
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
-        t = spec[0]
-        if t == BYTE or t == BOOL:
-            v = r.u8()
-            if v > 1:
-                raise protocol_error("property 0x%02X must be 0 or 1, got %d" % (pid, v))
-        elif t == U16:
-            v = r.u16()
-        elif t == U32:
-            v = r.u32()
-        elif t == VBI:
-            v = r.vbi()
-        elif t == STR:
+        t &= 15
+        if t == STR:
             v = r.str("property 0x%02X" % pid)
-        elif t == BIN:
-            v = r.bin()
-        else:
+        elif t == PAIR:
             v = (r.str("user property name"), r.str("user property value"))
-        if v == 0 and pid in _NONZERO:
-            raise protocol_error("property 0x%02X must not be 0" % pid)
-        if _repeats(pid, ptype):
+        elif t == BIN:
+            v = binary(r)
+        elif t == VBI:
+            v = vbi(r)
+        else:  # BYTE, BOOL, U16, U32: a big-endian integer
+            i = r.need((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
+            v = int.from_bytes(r.mv[i:r.pos], "big")
+        if (v == 0 and pid in _NONZERO) or (t == BOOL and v > 1):
+            raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
+        if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
             props.setdefault(pid, []).append(v)
         elif pid in props:
             raise protocol_error("property 0x%02X appears more than once" % pid)
@@ -139,12 +187,8 @@ def _put_one(b, pos, pid, t, v):
     pos = put_vbi(b, pos, pid)
     if t == BOOL and not 0 <= v <= 1:
         raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, v))
-    if t == BYTE or t == BOOL:
-        return put_u8(b, pos, v)
-    if t == U16:
-        return put_u16(b, pos, v)
-    if t == U32:
-        return put_u32(b, pos, v)
+    if t <= U32:
+        return put_int(b, pos, v, (1, 1, 2, 4)[t - 1])  # BYTE, BOOL, U16, U32: their sizes
     if t == VBI:
         return put_vbi(b, pos, v)
     if t == PAIR:
@@ -154,15 +198,15 @@ def _put_one(b, pos, pid, t, v):
 
 def _put_body(b, pos, props, ptype):
     for pid in props:
-        spec = TABLE.get(pid)
-        if spec is None or not spec[1] & (1 << ptype):
+        t = TABLE.get(pid, 0)
+        if not t >> 4 & 1 << ptype:
             raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         v = props[pid]
-        if _repeats(pid, ptype) and isinstance(v, list):
+        if isinstance(v, list) and (pid == 0x26 or (pid == 0x0B and ptype == 3)):  # a repeated property
             for x in v:
-                pos = _put_one(b, pos, pid, spec[0], x)
+                pos = _put_one(b, pos, pid, t & 15, x)
         else:
-            pos = _put_one(b, pos, pid, spec[0], v)
+            pos = _put_one(b, pos, pid, t & 15, v)
     return pos
 
 
@@ -173,11 +217,57 @@ def size(props, ptype):
 
 def put(b, pos, props, ptype, extra=0):
     """Writes a property block; `extra` reserves body bytes the caller writes right after (a topic alias)."""
-    n = size(props, ptype)
-    pos = put_vbi(b, pos, n + extra)
+    pos = put_vbi(b, pos, size(props, ptype) + extra)
     return _put_body(b, pos, props, ptype) if props else pos
 
 
 def block_len(props, ptype, extra=0):
     n = size(props, ptype) + extra
     return vbi_len(n) + n
+
+
+def put_publish(b, pos, props, alias):
+    """A PUBLISH's property block, with a Topic Alias property last when alias is set; b None only counts."""
+    pos = put(b, pos, props, 3, 3 if alias else 0)
+    return put_int(b, put_int(b, pos, 0x23), alias, 2) if alias else pos  # 0x23: Topic Alias
+
+
+def put_tail(b, pos, p):
+    """Writes what MQTT 5 adds to an ack, DISCONNECT or AUTH with a reason code or properties (success without
+    properties is the shorter form without either): the reason code, then the properties if any."""
+    if not 11 < p.type < 14:  # PINGREQ and PINGRESP carry neither
+        pos = put_int(b, pos, p.reason)
+        if p.props:
+            pos = put(b, pos, p.props, p.type)
+    return pos
+
+
+def tail(r, p):
+    """Reads what MQTT 5 adds after the fixed fields of a packet a server sends: its reason code (CONNACK's
+    always, an ack's, DISCONNECT's or AUTH's if present), its properties, and the reason codes of a SUBACK or
+    UNSUBACK."""
+    t = p.type
+    if 11 < t < 14:  # PINGREQ, PINGRESP: neither
+        return
+    if t == 2 or (r.pos < r.end and t != 3 and t != 9 and t != 11):
+        c = r.u8("reason code")
+        if c not in REASONS[t]:
+            raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
+        p.reason = c
+    if t in (2, 3, 9, 11) or r.pos < r.end:
+        p.props = read(r, t) or None
+    if t == 9 or t == 11:
+        c = bytes(r.mv[r.pos:r.end])
+        r.pos = r.end
+        p.codes = list(c)
+        if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
+            raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
+
+
+def share_parts(filt):
+    """Shared subscriptions (spec 4.8.2): '$share/g/a/+' -> ('g', 'a/+'); a plain filter f -> (None, f); a share
+    name with no '/' after it gives (name, '')."""
+    if not filt.startswith("$share/"):
+        return None, filt
+    i = filt.find("/", 7)
+    return (filt[7:], "") if i < 0 else (filt[7:i], filt[i + 1:])

@@ -1,60 +1,53 @@
-# MQTT 5 reason codes (also used for 3.x errors) and their names, for messages and logs.
-# Kept apart from the codec so a board build can leave the names table out.
-
-SUCCESS = 0x00
-NORMAL_DISCONNECTION = 0x00
-GRANTED_QOS_0 = 0x00
-GRANTED_QOS_1 = 0x01
-GRANTED_QOS_2 = 0x02
-DISCONNECT_WITH_WILL = 0x04
-NO_MATCHING_SUBSCRIBERS = 0x10
-NO_SUBSCRIPTION_EXISTED = 0x11
-CONTINUE_AUTHENTICATION = 0x18
-REAUTHENTICATE = 0x19
-UNSPECIFIED_ERROR = 0x80
-MALFORMED_PACKET = 0x81
-PROTOCOL_ERROR = 0x82
-IMPLEMENTATION_SPECIFIC_ERROR = 0x83
-UNSUPPORTED_PROTOCOL_VERSION = 0x84
-CLIENT_IDENTIFIER_NOT_VALID = 0x85
-BAD_USER_NAME_OR_PASSWORD = 0x86
-NOT_AUTHORIZED = 0x87
-SERVER_UNAVAILABLE = 0x88
-SERVER_BUSY = 0x89
-BANNED = 0x8A
-SERVER_SHUTTING_DOWN = 0x8B
-BAD_AUTHENTICATION_METHOD = 0x8C
-KEEP_ALIVE_TIMEOUT = 0x8D
-SESSION_TAKEN_OVER = 0x8E
-TOPIC_FILTER_INVALID = 0x8F
-TOPIC_NAME_INVALID = 0x90
-PACKET_IDENTIFIER_IN_USE = 0x91
-PACKET_IDENTIFIER_NOT_FOUND = 0x92
-RECEIVE_MAXIMUM_EXCEEDED = 0x93
-TOPIC_ALIAS_INVALID = 0x94
-PACKET_TOO_LARGE = 0x95
-MESSAGE_RATE_TOO_HIGH = 0x96
-QUOTA_EXCEEDED = 0x97
-ADMINISTRATIVE_ACTION = 0x98
-PAYLOAD_FORMAT_INVALID = 0x99
-RETAIN_NOT_SUPPORTED = 0x9A
-QOS_NOT_SUPPORTED = 0x9B
-USE_ANOTHER_SERVER = 0x9C
-SERVER_MOVED = 0x9D
-SHARED_SUBSCRIPTIONS_NOT_SUPPORTED = 0x9E
-CONNECTION_RATE_EXCEEDED = 0x9F
-MAXIMUM_CONNECT_TIME = 0xA0
-SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED = 0xA1
-WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED = 0xA2
-
-# MQTT 3.x CONNACK return codes, and the v5 reason code each one means.
-V3_CONNACK = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
+# The names of the MQTT 5 reason codes (spec 2.4; a 3.x error carries the v5 code that means the same), for
+# messages and logs: errors.py looks a name up only when a message is shown, and a board build may leave this
+# file out. One text with a line per code costs a board far less than a name per code.
+_TEXT = """
+00 success
+01 granted qos 1
+02 granted qos 2
+04 disconnect with will
+10 no matching subscribers
+11 no subscription existed
+18 continue authentication
+19 reauthenticate
+80 unspecified error
+81 malformed packet
+82 protocol error
+83 implementation specific error
+84 unsupported protocol version
+85 client identifier not valid
+86 bad user name or password
+87 not authorized
+88 server unavailable
+89 server busy
+8A banned
+8B server shutting down
+8C bad authentication method
+8D keep alive timeout
+8E session taken over
+8F topic filter invalid
+90 topic name invalid
+91 packet identifier in use
+92 packet identifier not found
+93 receive maximum exceeded
+94 topic alias invalid
+95 packet too large
+96 message rate too high
+97 quota exceeded
+98 administrative action
+99 payload format invalid
+9A retain not supported
+9B qos not supported
+9C use another server
+9D server moved
+9E shared subscriptions not supported
+9F connection rate exceeded
+A0 maximum connect time
+A1 subscription identifiers not supported
+A2 wildcard subscriptions not supported
+"""
 
 
 def name(code):
-    if code == 0:
-        return "success"
-    for k, v in globals().items():
-        if v == code and k[0] != "_" and k.isupper() and not k.startswith("GRANTED"):
-            return k.lower().replace("_", " ")
-    return "unknown reason"
+    i = _TEXT.find("\n%02X " % code)
+    return _TEXT[i + 4:_TEXT.find("\n", i + 1)] if i >= 0 else "unknown reason"

@@ -1,5 +1,6 @@
-# Every client-side rule of MQTT 3.1, 3.1.1 and 5.0, sans-IO: bytes and the time go in, packets come out
-# in `out` and events go to `on_event`. It never touches a socket or a clock.
+# Every client-side rule of MQTT 3.1 and 3.1.1, sans-IO: bytes and the time go in, packets come out in `out`
+# and events go to `on_event`. It never touches a socket or a clock. MQTT 5 is Session5 (session5.py), built
+# on this class, so a 3.1.1 board never loads it.
 #
 # Theory of operation. A driver (the blocking or the asyncio client) owns the transport and the clock:
 #  1. it calls connect(now), and after every call writes out[:outlen] in one write and sets outlen = 0,
@@ -11,12 +12,10 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-from tinymqtt.errors import (MQTTError, LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost,
-                             malformed, protocol_error)
-from tinymqtt.packets import (Packet, encode, encode_publish, decode, frame, v5, NAMES, V5, CONNECT, CONNACK,
-                              PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
-                              UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
-from tinymqtt.inflight import Inflight, QUEUED, SENT, RELEASED, RELQ, CONTROL
+from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
+                             protocol_error)
+from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, NAMES
+from tinymqtt.inflight import Inflight
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
 
@@ -26,30 +25,30 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-# The MQTT 5 property identifiers the session reads and writes (tinymqtt.props names them all). Constants
-# here, so a 3.1.1 client never imports props or aliases: both load with the first v5 packet that needs them.
-_SUBSCRIPTION_IDENTIFIER = const(0x0B)
-_SESSION_EXPIRY_INTERVAL = const(0x11)
-_ASSIGNED_CLIENT_IDENTIFIER = const(0x12)
-_SERVER_KEEP_ALIVE = const(0x13)
-_AUTHENTICATION_METHOD = const(0x15)
-_REASON_STRING = const(0x1F)
-_RECEIVE_MAXIMUM = const(0x21)
-_TOPIC_ALIAS_MAXIMUM = const(0x22)
+# Packet types (packets.py), in-flight slot states (inflight.py) and the one MQTT 5 property read in place, as
+# compile-time constants: an imported name would cost a global, its name and a lookup at every use.
+_V5 = const(5)
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+_AUTH = const(15)
+_QUEUED = const(1)
+_SENT = const(2)
+_RELEASED = const(3)
+_RELQ = const(4)
+_CONTROL = const(5)
 _TOPIC_ALIAS = const(0x23)
-_MAXIMUM_QOS = const(0x24)
-_RETAIN_AVAILABLE = const(0x25)
-_MAXIMUM_PACKET_SIZE = const(0x27)
-_WILDCARD_SUBSCRIPTION_AVAILABLE = const(0x28)
-_SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
-_SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
-
-
-class _NoAliases:  # what a connection without outbound topic aliases has (lookup() is never called then)
-    max = 0
-
-
-_NO_ALIASES = _NoAliases()
 
 try:
     import sys
@@ -59,9 +58,11 @@ except (ImportError, AttributeError):
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
 LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
-_RX_WAIT_APP, _RX_PUBREC = 1, 2  # inbound: delivered, awaiting the application's ack / PUBREC sent
-_RX_SCAN = 64  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
-_ROOM = 64  # bytes `out` must have free before another packet is processed (acks and pings fit)
+_RX_WAIT_APP = const(1)  # inbound: delivered, awaiting the application's ack
+_RX_PUBREC = const(2)  # inbound: PUBREC sent
+_RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
+_ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
+
 _V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
 
 
@@ -77,12 +78,18 @@ def ticks_diff(a, b):
 
 
 class Session:
-    def __init__(self, client_id="", version=V5, keepalive=60, clean=True, will=None, username=None,
+    # The server's limits: a 3.x server announces none (Session5 reads them from CONNACK properties).
+    server_receive_maximum = 65535
+    max_qos = 2
+    server_max_packet = 268435460
+    _cp = None  # CONNECT properties (Session5)
+
+    def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
                  topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
-        if version == V5:
-            v5()  # MQTT 5 loads its properties module now; a build without it (profile mqtt311) refuses here
+        if version != 3 and version != 4 and type(self) is Session:
+            raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1; MQTT 5 is session5.Session5")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.props = username, password, props
         self.keepalive, self.session_expiry = keepalive, session_expiry
@@ -96,14 +103,13 @@ class Session:
         self._inmv = memoryview(self.inbuf)
         # Received messages reuse one Packet (valid only while it is being delivered) and recently seen
         # topics are recognised by their bytes, so a steady stream of messages allocates almost nothing.
-        self._msg = Packet(PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
+        self._msg = Packet(_PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
         self._rxt_b = [None] * 8
         self._rxt_s = [None] * 8
         self._rxt_next = 0
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
         self.flights = Inflight(max_inflight)
-        self.aliases = _NO_ALIASES
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> (type, filters, props)
@@ -113,7 +119,6 @@ class Session:
         self._rx_state = bytearray(receive_maximum)
         self._rx_n = 0
         self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
-        self._rx_alias = [None]
         self._resub = False
         self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
         self._connected_once = False
@@ -131,52 +136,21 @@ class Session:
         self.hold_pubrel = None
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
         self.pinging = False  # a PINGREQ awaits its PINGRESP
-        self._limits({})
+        self.keepalive_ms = keepalive * 1000
 
     # ------------------------------------------------------------ connection lifecycle
-
-    def _limits(self, pr):
-        # The server's limits from CONNACK properties, with the spec's defaults when absent.
-        self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
-        self.max_qos = pr.get(_MAXIMUM_QOS, 2)
-        self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
-        self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self.wildcards_available = pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
-        self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
-        self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
-        self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
-        n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
-        if n:  # a v5 server granted aliases: a new set for this connection
-            from tinymqtt.aliases import TopicAliases
-            self.aliases = TopicAliases()
-            self.aliases.reset(n)
-        else:
-            self.aliases = _NO_ALIASES
 
     def connect(self, now):
         """Starts a new network connection: writes CONNECT into out."""
         self._now = self.last_sent = self.last_recv = self._connect_at = now
         self.inlen = self.outlen = 0
         self.pinging = False
-        self._limits({})
-        self._rx_alias = [None] * (self.topic_alias_maximum + 1)
-        v = self.version
         # The first connection starts as asked; later ones resume whatever session the server kept.
-        resumable = (v == V5 and self.expiry_granted) or (v < V5 and not self.clean)
+        resumable = self.expiry_granted if self.version == _V5 else not self.clean
         clean = self.clean and not (self._connected_once and resumable)
         self._clean_now = clean
-        pr = None
-        if v == V5:
-            pr = dict(self.props or {})
-            if self.session_expiry:
-                pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
-            if self.receive_maximum != 65535:
-                pr[_RECEIVE_MAXIMUM] = self.receive_maximum
-            pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
-            if self.topic_alias_maximum:
-                pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
-        self._send(Packet(CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
-                          username=self.username, password=self.password, props=pr))
+        self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
+                          username=self.username, password=self.password, props=self._cp))
         self.state = CONNECTING
 
     def connection_lost(self):
@@ -185,29 +159,22 @@ class Session:
         self.pinging = False
 
     def disconnect(self, reason=0, props=None):
-        """Writes DISCONNECT (v5: with reason code; 0x04 asks the server to publish the will)."""
+        """Writes DISCONNECT (v5: with reason code and props; 0x04 asks the server to publish the will)."""
         if self.state != DISCONNECTED:
-            self._send(Packet(DISCONNECT, reason=reason, props=props))
+            self._send(Packet(_DISCONNECT, reason=reason, props=props))
         self.state = DISCONNECTED
 
     def _on_connack(self, p):
-        v = self.version
-        if v < V5 and p.reason:
+        if p.reason:
             raise ConnectError(_V3_REFUSED.get(p.reason, 0x80), "server refused the connection (return code %d)"
                                % p.reason)
-        if p.reason >= 0x80:
-            why = (p.props or {}).get(_REASON_STRING, "")
-            raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
-        if p.session_present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
-            raise protocol_error("CONNACK says session present to a clean start")
-        pr = p.props or {}
-        self._limits(pr)
-        # The server's Session Expiry Interval replaces ours [MQTT-3.2.2.3.2]: it decides what a reconnect resumes.
-        self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
-        if _ASSIGNED_CLIENT_IDENTIFIER in pr:
-            self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
         # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
-        present = p.session_present or (v == 3 and not self._clean_now)
+        self._connacked(p, p.session_present or (self.version == 3 and not self._clean_now))
+
+    def _connacked(self, p, present):
+        # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4).
+        if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
+            raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
         self.state = CONNECTED
         self._connected_once = True
@@ -215,31 +182,31 @@ class Session:
         unsub = []
         for i in f.in_order():
             st = f.state[i]
-            if st == CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
+            if st == _CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
                 req = self._pending.get(f.pid[i])
-                if req and req[0] == UNSUBSCRIBE:
+                if req and req[0] == _UNSUBSCRIBE:
                     unsub.append(req)
                 f.free(i)
                 self._resub = True
-            elif (st == SENT or (st == QUEUED and f.dup[i])) and not present:
+            elif (st == _SENT or (st == _QUEUED and f.dup[i])) and not present:
                 # Sent before (a DUP resend still queued counts): the session that may have it is gone.
                 if self.republish_lost:
-                    f.mark(i, QUEUED)
+                    f.mark(i, _QUEUED)
                     f.dup[i] = 0  # a first delivery to the new session
                 else:
-                    msg = Packet(PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
+                    msg = Packet(_PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
                                  retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
                     f.free(i)
-                    self._event(LOST, msg, 0)
-            elif st >= RELEASED and st <= RELQ and not present:
+                    self.on_event(LOST, msg, 0)
+            elif st >= _RELEASED and st <= _RELQ and not present:
                 pid = f.pid[i]  # past PUBREC: the server took the message over before the session ended
                 f.free(i)
-                self._event(PUBCOMP, pid, 0)
-            elif st == SENT:
-                f.mark(i, QUEUED)
+                self.on_event(_PUBCOMP, pid, 0)
+            elif st == _SENT:
+                f.mark(i, _QUEUED)
                 f.dup[i] = 1
-            elif st == RELEASED:
-                f.mark(i, RELQ)
+            elif st == _RELEASED:
+                f.mark(i, _RELQ)
         f.requeue()
         self._pending = {}
         if not present:
@@ -248,40 +215,51 @@ class Session:
                 self._rx_index.clear()
         if present:  # the kept session may still have what the application unsubscribed from
             for req in unsub:
-                self._request(UNSUBSCRIBE, req[1], req[2])
-        self._resub_todo = []
+                self._request(_UNSUBSCRIBE, req[1], req[2])
+        todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
-            self._resubscribe()
-        self._event(CONNACK, p, 0)
+            # A new session subscribes again: the filters without properties together, each one with
+            # properties on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What
+            # finds no packet id or no room now (every slot may hold a queued message) goes out from pump().
+            limit = min(len(self.out), self.server_max_packet)
+            batch = []
+            for f in self.subs:
+                o, pr = self.subs[f]
+                if pr:
+                    todo.append(([(f, o)], pr))
+                    continue
+                if batch and self._sub_len(batch + [(f, o)], None) > limit:
+                    todo.append((batch, None))
+                    batch = []
+                batch.append((f, o))
+            if batch:
+                todo.append((batch, None))
+            self._resub = True  # until every one is sent: a new connection starts them again
+            self._resub_more()
+        self.on_event(_CONNACK, p, 0)
         self.pump()
 
     # ------------------------------------------------------------ the application's requests
-
-    def _encode_topic(self, topic):
-        if isinstance(topic, str):
-            b = self._topics.get(topic)
-            if b is None:
-                validate_name(topic)
-                b = topic.encode()
-                if len(self._topics) < 64:
-                    self._topics[topic] = b
-            return b
-        if not topic or b"+" in topic or b"#" in topic or b"\x00" in topic:
-            raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
-        return topic
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
         slot). Breaking a server limit raises, sending nothing."""
-        t = self._encode_topic(topic)
+        t = topic
+        if isinstance(topic, str):  # validated and encoded once, then looked up (the first 64 topics)
+            t = self._topics.get(topic)
+            if t is None:
+                validate_name(topic)
+                t = topic.encode()
+                if len(self._topics) < 64:
+                    self._topics[topic] = t
+        elif not topic or b"+" in topic or b"#" in topic or b"\x00" in topic:
+            raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
         if isinstance(payload, str):
             payload = payload.encode()
         if not 0 <= qos <= self.max_qos:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
-        if retain and not self.retain_available:
-            raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        n = self._publish_len(t, payload, qos, props, 3 if self.aliases.max else 0)
+        n = self._plen(t, payload, qos, props, 0)
         if n > self.server_max_packet or n > len(self.out):
             raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
                                      % (n, self.server_max_packet, len(self.out)))
@@ -289,7 +267,7 @@ class Session:
         if not qos and self.state == CONNECTED and len(self.out) - self.outlen >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
-            self._put_publish(t, payload, 0, retain, 0, 0, props, 3 if self.aliases.max else 0)
+            self._put(t, payload, 0, retain, 0, 0, props)
             return 0
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
@@ -310,48 +288,35 @@ class Session:
             i = f.next_queued()
             if i < 0:
                 return
-            if f.state[i] == RELQ:
+            if f.state[i] == _RELQ:
                 if len(self.out) - self.outlen < 8:
                     return
                 f.pop_queued()
-                f.mark(i, RELEASED, self._now)
-                self._ack_out(PUBREL, f.pid[i])
+                f.mark(i, _RELEASED, self._now)
+                self._ack_out(_PUBREL, f.pid[i])
                 continue
             q = f.qos[i]
             if q and f.unacked >= window:
                 return
-            t, pl, pr = f.topic[i], f.payload[i], f.props[i]
+            t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
             dup = f.dup[i]
-            room = 3 if self.aliases.max and not dup else 0  # a resend carries its full topic, never an alias
-            n = self._publish_len(t, pl, q, pr, room)
-            if room and (n > len(self.out) or n > self.server_max_packet):
-                room = 0  # queued while aliases were off, it fits only without one
-                n = self._publish_len(t, pl, q, pr, 0)
-            if len(self.out) - self.outlen < n:
+            if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
                 return
             f.pop_queued()
-            self._put_publish(t, pl, q, f.retain[i], dup, f.pid[i], pr, room)
+            self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr)
             if q:
-                f.mark(i, SENT, self._now)
+                f.mark(i, _SENT, self._now)
             else:
                 f.free(i)
 
-    def _put_publish(self, t, pl, q, retain, dup, pid, pr, room):
-        # Writes a PUBLISH into `out`, with a topic alias when `room` allows one.
-        alias = 0
-        if room:
-            alias = self.aliases.lookup(t)
-            if alias > 0:
-                t = b""
-            alias = alias if alias > 0 else -alias
+    def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
+        # Writes the PUBLISH that _plen() just sized into `out`.
         self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
         self.last_sent = self._now
 
-    def _publish_len(self, t, payload, qos, props, alias_room):
-        # The exact size of a PUBLISH, `alias_room` bytes for a Topic Alias property included.
+    def _plen(self, t, payload, qos, props, dup):
+        # The exact size of a PUBLISH (Session5: with its properties and, unless dup, a topic alias).
         n = 2 + len(t) + (2 if qos else 0) + len(payload)
-        if self.version == V5:
-            n += v5().block_len(props, PUBLISH, alias_room)
         return n + 1 + vbi_len(n)
 
     def subscribe(self, topics, props=None, handler=None):
@@ -359,14 +324,8 @@ class Session:
         the messages matching these filters (others go to on_event). Returns the packet id (0 while offline: sent on connect)."""
         for f, o in topics:
             validate_filter(f)
-            if self.version < V5 and o & ~3:
+            if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-            if not self.wildcards_available and ("+" in f or "#" in f):
-                raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if not self.shared_available and f.startswith("$share/"):
-                raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
-            raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         n = self._sub_len(topics, props)
         if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
@@ -378,13 +337,13 @@ class Session:
         if self.state != CONNECTED:
             self._resub = True
             return 0
-        return self._request(SUBSCRIBE, topics, props)
+        return self._request(_SUBSCRIBE, topics, props)
 
     def unsubscribe(self, filters, props=None):
         for f in filters:
             self.subs.pop(f, None)
         self._handlers = [h for h in self._handlers if h[0] not in filters]
-        return self._request(UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
+        return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
 
     def _request(self, t, topics, props):
         pid = self.flights.reserve()
@@ -394,34 +353,11 @@ class Session:
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
-    def _sub_len(self, topics, props):
-        n = 2 + (v5().block_len(props, SUBSCRIBE) if self.version == V5 else 0)
+    def _sub_len(self, topics, props):  # (Session5 adds the properties)
+        n = 2
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
-
-    def _resubscribe(self):
-        # A new session subscribes again: the filters without properties together, each one with properties
-        # on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What finds no packet
-        # id or no room now (every slot may hold a queued message) goes out from pump() when it can.
-        limit = min(len(self.out), self.server_max_packet)
-        todo, batch = [], []
-        for f in self.subs:
-            o, pr = self.subs[f]
-            if pr:
-                continue
-            if batch and self._sub_len(batch + [(f, o)], None) > limit:
-                todo.append((batch, None))
-                batch = []
-            batch.append((f, o))
-        if batch:
-            todo.append((batch, None))
-        for f in self.subs:
-            if self.subs[f][1]:
-                todo.append(([(f, self.subs[f][0])], self.subs[f][1]))
-        self._resub = True  # until every one is sent: a new connection starts them again
-        self._resub_todo = todo
-        self._resub_more()
 
     def _resub_more(self):
         todo = self._resub_todo
@@ -431,7 +367,7 @@ class Session:
             if topics:
                 if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
                     return
-                self._request(SUBSCRIBE, topics, props)
+                self._request(_SUBSCRIBE, topics, props)
             todo.pop(0)
         self._resub = False
 
@@ -445,23 +381,11 @@ class Session:
             return False
         if self._rx_qos[j] == 1:
             self._rx_remove(j)
-            self._ack_out(PUBACK, msg.pid)
+            self._ack_out(_PUBACK, msg.pid)
         else:
             self._rx_state[j] = _RX_PUBREC
-            self._ack_out(PUBREC, msg.pid)
+            self._ack_out(_PUBREC, msg.pid)
         return True
-
-    def auth(self, reason, props):
-        """MQTT 5 enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
-        The Authentication Method of our CONNECT (props) is added when props lack it, as the spec requires."""
-        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
-        if self.version < V5 or method is None:
-            raise LocalProtocolError(0x82, "enhanced authentication needs MQTT 5 and an Authentication Method "
-                                           "in the CONNECT properties")
-        if _AUTHENTICATION_METHOD not in (props or {}):
-            props = dict(props or {})
-            props[_AUTHENTICATION_METHOD] = method
-        self._send(Packet(AUTH, reason=reason, props=props))
 
     # ------------------------------------------------------------ input
 
@@ -479,7 +403,7 @@ class Session:
                 if len(self.out) - self.outlen < _ROOM:
                     more = True
                     break
-                if self.hold and buf[pos] >> 4 == PUBLISH:  # parked until the application takes one
+                if self.hold and buf[pos] >> 4 == _PUBLISH:  # parked until the application takes one
                     more = self.parked = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -501,81 +425,76 @@ class Session:
         return more
 
     def _fail(self, e):
-        # The server broke the rules: v5 tells it why before the driver closes the connection.
-        if self.version == V5 and self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
-            self._send(Packet(DISCONNECT, reason=e.reason))
+        # The server broke the rules (Session5 tells it why first); the driver closes the connection.
         self.state = DISCONNECTED
         raise e
 
     def _packet(self, buf, pos, total):
         first = buf[pos]
-        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70) and \
-                self._fast_ack(buf, pos, total, first):
-            return
-        if first >> 4 == PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
+        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+            # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
+            # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
+            # nobody reads) with no properties. Anything else takes the full decoder, which validates it.
+            reason = buf[pos + 4] if total > 4 else 0
+            if total == 4 or (self.version == _V5 and not (total == 6 and buf[pos + 5]) and
+                              (not reason or (reason == 0x10 and first < 0x60))):
+                pid = buf[pos + 2] << 8 | buf[pos + 3]
+                if not pid:
+                    raise malformed("packet identifier 0")
+                if first == 0x62:
+                    self._on_pubrel(pid)
+                else:
+                    self._on_ack(first >> 4, pid, reason)
+                return
+        if first >> 4 == _PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
             return
         t = first >> 4
-        if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE or t == PINGREQ:  # by type: what it holds is moot
+        if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
             raise protocol_error("a server never sends %s" % NAMES[t])
         p = decode(self._inmv[pos:pos + total], self.version)
         if self.state == CONNECTING:
-            if t == CONNACK:
+            if t == _CONNACK:
                 return self._on_connack(p)
-            if t != AUTH:
+            if t != _AUTH:  # (AUTH: Session5)
                 raise protocol_error("%s before CONNACK" % NAMES[t])
-            if p.reason != 0x18:
-                raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
-        if t == PUBLISH:
+        if t == _PUBLISH:
             self._on_publish(p)
-        elif PUBACK <= t <= PUBCOMP:
-            if t == PUBREL:
+        elif _PUBACK <= t <= _PUBCOMP:
+            if t == _PUBREL:
                 self._on_pubrel(p.pid)
             else:
                 self._on_ack(t, p.pid, p.reason)
-        elif t == SUBACK or t == UNSUBACK:
-            self._on_suback(p)
-        elif t == PINGRESP:
+        elif t == _SUBACK or t == _UNSUBACK:
+            req = self._pending.get(p.pid)
+            i = self.flights.find(p.pid)
+            if req is None or i < 0:
+                self.unsolicited += 1
+                return
+            topics = req[1]
+            if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
+                raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
+            if p.codes is not None and len(p.codes) != len(topics):
+                raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes), len(topics)))
+            del self._pending[p.pid]
+            self.flights.free(i)
+            if t == _SUBACK:
+                for k in range(len(topics)):
+                    if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                        f = topics[k][0]
+                        self.subs.pop(f, None)
+                        hs = []  # (a comprehension here would close over f: a cell per call of this hot function)
+                        for h in self._handlers:
+                            if h[0] != f:
+                                hs.append(h)
+                        self._handlers = hs
+            self.on_event(t, p, 0)
+        elif t == _PINGRESP:
             self.pinging = False
-        elif t == DISCONNECT:
-            if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
-                raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
-                                                                   else "a Session Expiry Interval"))
-            self.state = DISCONNECTED
-            self._event(DISCONNECT, p, p.reason)
-            raise ConnectionLost(p.reason, "server sent DISCONNECT")
-        elif t == AUTH:
-            self._on_auth(p)
         else:
-            raise protocol_error("a server never sends %s" % NAMES[t])
+            self._other(t, p)
 
-    def _fast_ack(self, buf, pos, total, first):
-        # The common acks handled without building a Packet, so nothing is allocated: a bare packet id, and
-        # in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic nobody
-        # reads) with no properties. Anything else takes the full decoder, which validates it.
-        reason = buf[pos + 4] if total > 4 else 0
-        if total > 4 and (self.version != V5 or (total == 6 and buf[pos + 5]) or
-                          (reason and (reason != 0x10 or first > 0x50))):
-            return False
-        pid = buf[pos + 2] << 8 | buf[pos + 3]
-        if not pid:
-            raise malformed("packet identifier 0")
-        if first == 0x62:
-            self._on_pubrel(pid)
-        else:
-            self._on_ack(first >> 4, pid, reason)
-        return True
-
-    def _on_auth(self, p):
-        # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
-        # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
-        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
-        if method is None:
-            raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
-        if (p.props or {}).get(_AUTHENTICATION_METHOD) != method:
-            raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
-        if p.reason == 0x19:
-            raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
-        self._event(AUTH, p, p.reason)
+    def _other(self, t, p):  # Session5: DISCONNECT and AUTH
+        raise protocol_error("a server never sends %s" % NAMES[t])
 
     def _fast_publish(self, buf, pos, end):
         # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
@@ -601,7 +520,7 @@ class Session:
                 return False
             i += 2
         alias = 0
-        if self.version == V5:
+        if self.version == _V5:  # (Session5's fields: a property block holding nothing or a Topic Alias alone)
             if i >= end:
                 return False
             if buf[i] == 3 and i + 4 <= end and buf[i + 1] == _TOPIC_ALIAS:
@@ -616,9 +535,27 @@ class Session:
         if i > end:
             return False
         if tl:
-            topic = self._topic_at(buf, ts, tl)
-            if topic is None:
-                return False
+            topic = None  # the topic as a str, or None to let the full decoder handle it
+            if _CPYTHON:
+                try:
+                    topic = str(self._inmv[ts:ts + tl], "utf-8")
+                except UnicodeError:
+                    return False
+                if "+" in topic or "#" in topic or "\x00" in topic:
+                    return False
+            else:
+                tb = self._rxt_b
+                for k in range(len(tb)):  # a byte compare against recent topics: no str is built
+                    b = tb[k]
+                    if b is not None and len(b) == tl:
+                        j = 0
+                        while j < tl and b[j] == buf[ts + j]:
+                            j += 1
+                        if j == tl:
+                            topic = self._rxt_s[k]
+                            break
+                if topic is None:
+                    return False
             if alias:
                 self._rx_alias[alias] = topic
         elif alias and self._rx_alias[alias] is not None:
@@ -635,58 +572,41 @@ class Session:
         self._on_publish(m)
         return True
 
-    def _topic_at(self, buf, start, n):
-        # The topic at buf[start:start+n] as a str, or None to let the full decoder handle it.
-        if _CPYTHON:
-            try:
-                t = str(self._inmv[start:start + n], "utf-8")
-            except UnicodeError:
-                return None
-            return None if "+" in t or "#" in t or "\x00" in t else t
-        tb = self._rxt_b
-        for k in range(len(tb)):  # a byte compare against recent topics: no str is built
-            b = tb[k]
-            if b is not None and len(b) == n:
-                j = 0
-                while j < n and b[j] == buf[start + j]:
-                    j += 1
-                if j == n:
-                    return self._rxt_s[k]
-        return None
-
-    def _remember_topic(self, topic):
-        if not _CPYTHON:
+    def _on_publish(self, p):
+        hs, topic, q = self._handlers, p.topic, p.qos
+        if p is not self._msg and topic and not _CPYTHON:  # the fast path recognises it next time
             k = self._rxt_next
             self._rxt_b[k] = topic.encode()
             self._rxt_s[k] = topic
             self._rxt_next = (k + 1) % len(self._rxt_b)
-
-    def _on_publish(self, p):
-        if p is not self._msg and p.topic:
-            self._remember_topic(p.topic)
-        if self.version == V5 and p.props and _TOPIC_ALIAS in p.props:
-            a = p.props[_TOPIC_ALIAS]
-            if not 0 < a <= self.topic_alias_maximum:
-                raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
-            if p.topic:
-                self._rx_alias[a] = p.topic
-            else:
-                p.topic = self._rx_alias[a]
-                if p.topic is None:
-                    raise protocol_error("topic alias %d was never set on this connection" % a)
-        q = p.qos
-        later = q and (self.manual_ack or (self.ack_later and not self._claimed(p.topic)))
+        hit = False
+        for i in range(len(hs)):
+            if matches(hs[i][0], topic):
+                hit = True
+                break
+        later = q and (self.manual_ack or (self.ack_later and not hit))
         if q == 2 or later:
             j = self._rx_find(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
                 if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
                     self.reused += 1
                 if self._rx_state[j] == _RX_PUBREC:
-                    self._ack_out(PUBREC, p.pid)
+                    self._ack_out(_PUBREC, p.pid)
                 return
             j = self._rx_n
             if j >= self.receive_maximum:
-                self._rx_overshoot(j)
+                # v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot at our PUBREC and
+                # so overshoots under load; 3.x servers never hear our limit at all. Messages still waiting
+                # for the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC
+                # cost a few bytes each and get a memory bound of 64x (min 1024). Beyond either, the server
+                # gets 0x93 (3.x: the connection just closes).
+                waiting, rm = 0, self.receive_maximum
+                if self.version == _V5:
+                    for k in range(j):
+                        waiting += self._rx_state[k] == _RX_WAIT_APP
+                if waiting >= rm or j >= max(64 * rm, 1024):
+                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
+                                              % (rm, j))
             if j == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
                 self._rx_pid.append(0)
                 self._rx_qos.append(0)
@@ -696,25 +616,15 @@ class Session:
             self._rx_n += 1
             if self._rx_index is not None:
                 self._rx_index[p.pid] = j
-        self._deliver(p)
-        if q and not later:
-            self._ack_out(PUBACK if q == 1 else PUBREC, p.pid)
-
-    def _claimed(self, topic):
-        hs = self._handlers
-        for i in range(len(hs)):
-            if matches(hs[i][0], topic):
-                return True
-        return False
-
-    def _deliver(self, p):
-        hs, hit, topic = self._handlers, False, p.topic
+        hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
                 hs[i][1](p)
                 hit = True
         if not hit:
-            self._event(PUBLISH, p, 0)
+            self.on_event(_PUBLISH, p, 0)
+        if q and not later:
+            self._ack_out(_PUBACK if q == 1 else _PUBREC, p.pid)
 
     def _on_pubrel(self, pid):
         j = self._rx_find(pid)
@@ -730,52 +640,31 @@ class Session:
         j = self._rx_find(pid)
         if j >= 0:
             self._rx_remove(j)
-        self._ack_out(PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
+        self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
         return True
 
     def _on_ack(self, t, pid, reason):
         f = self.flights
         i = f.find(pid)
-        if i < 0 or f.state[i] == CONTROL:
+        if i < 0 or f.state[i] == _CONTROL:
             self.unsolicited += 1
-            if t == PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._ack_out(PUBREL, pid, 0x92)
+            if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
+                self._ack_out(_PUBREL, pid, 0x92)
             return
         st, q = f.state[i], f.qos[i]
-        if (t == PUBACK and q == 1 and st == SENT) or (t == PUBCOMP and q == 2 and st >= RELEASED):
+        if (t == _PUBACK and q == 1 and st == _SENT) or (t == _PUBCOMP and q == 2 and st >= _RELEASED):
             f.free(i)
-            self._event(t, pid, reason)
-        elif t == PUBREC and q == 2 and st >= SENT:
+            self.on_event(t, pid, reason)
+        elif t == _PUBREC and q == 2 and st >= _SENT:
             if reason >= 0x80:  # the server refused it: the flow ends here and the slot is free
                 f.free(i)
-                self._event(PUBREC, pid, reason)
+                self.on_event(_PUBREC, pid, reason)
             else:
-                f.mark(i, RELEASED, self._now)
-                self._ack_out(PUBREL, pid)
+                f.mark(i, _RELEASED, self._now)
+                self._ack_out(_PUBREL, pid)
         else:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, q))
         self.pump()
-
-    def _on_suback(self, p):
-        req = self._pending.get(p.pid)
-        i = self.flights.find(p.pid)
-        if req is None or i < 0:
-            self.unsolicited += 1
-            return
-        topics = req[1]
-        if p.type != req[0] + 1:  # checked before the request is let go: a reconnect asks again
-            raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[p.type], p.pid, NAMES[req[0]]))
-        if p.codes is not None and len(p.codes) != len(topics):
-            raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[p.type], len(p.codes), len(topics)))
-        del self._pending[p.pid]
-        self.flights.free(i)
-        if p.type == SUBACK:
-            for k in range(len(topics)):
-                if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                    f = topics[k][0]
-                    self.subs.pop(f, None)
-                    self._handlers = [h for h in self._handlers if h[0] != f]
-        self._event(p.type, p, 0)
 
     # ------------------------------------------------------------ time
 
@@ -808,8 +697,21 @@ class Session:
                     wait = max(ka // 2, 500)
                 else:
                     wait = max(ka - idle, 1)
-        if self.retry_ms and self.version < V5:
-            wait = min(wait, self._retry(now))
+        if self.retry_ms:  # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default;
+            f = self.flights  # 0 in Session5: MQTT 5 resends only on a new connection)
+            wait = min(wait, self.retry_ms)
+            for i in range(f.size):
+                st = f.state[i]
+                if st == _SENT or st == _RELEASED:
+                    left = self.retry_ms - ticks_diff(now, f.sent_at[i])
+                    if left > 0:
+                        wait = min(wait, left)
+                    elif st == _SENT:
+                        f.mark(i, _QUEUED)
+                        f.dup[i] = 1
+                    else:
+                        f.mark(i, _RELQ)
+            f.requeue()
         self.pump()
         return wait
 
@@ -825,23 +727,6 @@ class Session:
         self.pinging = True
         return True
 
-    def _retry(self, now):
-        # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default).
-        f, wait = self.flights, self.retry_ms
-        for i in range(f.size):
-            st = f.state[i]
-            if st == SENT or st == RELEASED:
-                left = self.retry_ms - ticks_diff(now, f.sent_at[i])
-                if left > 0:
-                    wait = min(wait, left)
-                elif st == SENT:
-                    f.mark(i, QUEUED)
-                    f.dup[i] = 1
-                else:
-                    f.mark(i, RELQ)
-        f.requeue()
-        return wait
-
     # ------------------------------------------------------------ output
 
     def _send(self, p):
@@ -851,36 +736,18 @@ class Session:
     def _ack_out(self, t, pid, reason=0):
         # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
         o, n = self.out, self.outlen
-        o[n] = t << 4 | (2 if t == PUBREL else 0)
+        o[n] = t << 4 | (2 if t == _PUBREL else 0)
+        o[n + 1] = 2
         o[n + 2] = pid >> 8
         o[n + 3] = pid & 0xFF
-        if reason and self.version == V5 and self.server_max_packet >= 5:  # else the reason is left out: never
-            o[n + 1] = 3                                                     # a packet the server refuses
+        self.outlen = n + 4
+        self.last_sent = self._now
+        if reason and self.version == _V5 and self.server_max_packet >= 5:  # v5 says why (never in a packet
+            o[n + 1] = 3                                                     # the server refuses)
             o[n + 4] = reason
             self.outlen = n + 5
-        else:
-            o[n + 1] = 2
-            self.outlen = n + 4
-        self.last_sent = self._now
-
-    def _event(self, ev, value, reason):
-        self.on_event(ev, value, reason)
 
     # ------------------------------------------------------------ inbound flow table
-
-    def _rx_overshoot(self, n):
-        # n inbound flows are open and the server sends another. v5 counts a QoS 2 flow until our PUBCOMP,
-        # but mosquitto 2.0 frees its slot at our PUBREC and so overshoots under load; 3.x servers never
-        # hear our limit at all. Messages still waiting for the application's ack are held to Receive
-        # Maximum exactly (v5); flows past our PUBREC cost a few bytes each and get a memory bound of 64x
-        # (min 1024). Beyond either, the server gets 0x93 (3.x: the connection just closes).
-        waiting, rm = 0, self.receive_maximum
-        if self.version == V5:
-            for k in range(n):
-                waiting += self._rx_state[k] == _RX_WAIT_APP
-        if waiting >= rm or n >= max(64 * rm, 1024):
-            raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
-                                      % (self.receive_maximum, n))
 
     def _rx_find(self, pid):
         if self._rx_index is not None:

@@ -1,3 +1,199 @@
-# MQTT 5 on top of the MQTT 3.1/3.1.1 session: properties, topic aliases, reason codes, AUTH and the server's
-# limits. A 3.1.1 board never imports it; the drivers choose Session5 for version=5 (tinymqtt.driver).
-from tinymqtt.session import Session as Session5  # noqa: F401 (for now the one session class; being split)
+# MQTT 5 on top of the MQTT 3.1/3.1.1 session: CONNECT properties, the server's limits from CONNACK, topic
+# aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
+# choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
+from tinymqtt.packets import Packet, encode_publish, v5
+from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
+from tinymqtt.wire import vbi_len
+
+# MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
+# (tinymqtt.props names them all): compile-time constants, no imported globals.
+_V5 = const(5)
+_PUBLISH = const(3)
+_SUBSCRIBE = const(8)
+_DISCONNECT = const(14)
+_AUTH = const(15)
+_SUBSCRIPTION_IDENTIFIER = const(0x0B)
+_SESSION_EXPIRY_INTERVAL = const(0x11)
+_ASSIGNED_CLIENT_IDENTIFIER = const(0x12)
+_SERVER_KEEP_ALIVE = const(0x13)
+_AUTHENTICATION_METHOD = const(0x15)
+_REASON_STRING = const(0x1F)
+_RECEIVE_MAXIMUM = const(0x21)
+_TOPIC_ALIAS_MAXIMUM = const(0x22)
+_TOPIC_ALIAS = const(0x23)
+_MAXIMUM_QOS = const(0x24)
+_RETAIN_AVAILABLE = const(0x25)
+_MAXIMUM_PACKET_SIZE = const(0x27)
+_WILDCARD_SUBSCRIPTION_AVAILABLE = const(0x28)
+_SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
+_SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
+
+
+class _NoAliases:  # what a connection without outbound topic aliases has (lookup() is never called then)
+    max = 0
+
+
+_NO_ALIASES = _NoAliases()
+
+
+class Session5(Session):
+    """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
+    topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
+
+    def __init__(self, version=_V5, **options):
+        if version != _V5:
+            raise LocalProtocolError(0x84, "Session5 speaks MQTT 5 only; 3.1 and 3.1.1 are session.Session")
+        v5()  # the properties module loads now; a build without it (profile mqtt311) refuses here
+        Session.__init__(self, version=_V5, **options)
+        self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
+        self._rx_alias = [None]
+        self._room = 0  # alias room of the PUBLISH _plen() sized last
+        self._limits({})
+
+    def _limits(self, pr):
+        # The server's limits from CONNACK properties, with the spec's defaults when absent.
+        self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
+        self.max_qos = pr.get(_MAXIMUM_QOS, 2)
+        self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
+        self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
+        self.wildcards_available = pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
+        self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
+        self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
+        self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
+        n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
+        if n:  # a v5 server granted aliases: a new set for this connection
+            from tinymqtt.aliases import TopicAliases
+            self.aliases = TopicAliases()
+            self.aliases.reset(n)
+        else:
+            self.aliases = _NO_ALIASES
+
+    # ------------------------------------------------------------ connection
+
+    def connect(self, now):
+        self._limits({})
+        self._rx_alias = [None] * (self.topic_alias_maximum + 1)
+        pr = dict(self.props or {})
+        if self.session_expiry:
+            pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
+        if self.receive_maximum != 65535:
+            pr[_RECEIVE_MAXIMUM] = self.receive_maximum
+        pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
+        if self.topic_alias_maximum:
+            pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
+        self._cp = pr
+        Session.connect(self, now)
+
+    def _on_connack(self, p):
+        pr = p.props or {}
+        if p.reason >= 0x80:
+            why = pr.get(_REASON_STRING, "")
+            raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
+        self._limits(pr)
+        # The server's Session Expiry Interval replaces ours [MQTT-3.2.2.3.2]: it decides what a reconnect resumes.
+        self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
+        if _ASSIGNED_CLIENT_IDENTIFIER in pr:
+            self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
+        self._connacked(p, p.session_present)
+
+    def _fail(self, e):
+        # The server broke the rules: tell it why before the driver closes the connection.
+        if self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
+            self._send(Packet(_DISCONNECT, reason=e.reason))
+        Session._fail(self, e)
+
+    def _other(self, t, p):
+        if t == _DISCONNECT:
+            if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
+                raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
+                                                                   else "a Session Expiry Interval"))
+            self.state = DISCONNECTED
+            self.on_event(_DISCONNECT, p, p.reason)
+            raise ConnectionLost(p.reason, "server sent DISCONNECT")
+        if t != _AUTH:
+            Session._other(self, t, p)
+        if self.state == CONNECTING and p.reason != 0x18:
+            raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
+        # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
+        # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
+        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
+        if method is None:
+            raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
+        if (p.props or {}).get(_AUTHENTICATION_METHOD) != method:
+            raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
+        if p.reason == 0x19:
+            raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
+        self.on_event(_AUTH, p, p.reason)
+
+    def auth(self, reason, props):
+        """Enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
+        The Authentication Method of our CONNECT (props) is added when props lack it, as the spec requires."""
+        method = (self.props or {}).get(_AUTHENTICATION_METHOD)
+        if method is None:
+            raise LocalProtocolError(0x82, "enhanced authentication needs an Authentication Method in the CONNECT "
+                                           "properties")
+        if _AUTHENTICATION_METHOD not in (props or {}):
+            props = dict(props or {})
+            props[_AUTHENTICATION_METHOD] = method
+        self._send(Packet(_AUTH, reason=reason, props=props))
+
+    # ------------------------------------------------------------ publish and subscribe
+
+    def publish(self, topic, payload, qos=0, retain=False, props=None):
+        if retain and not self.retain_available:
+            raise LocalProtocolError(0x9A, "the server does not support retained messages")
+        return Session.publish(self, topic, payload, qos, retain, props)
+
+    def _plen(self, t, payload, qos, props, dup):
+        # With a Topic Alias property when aliases are granted, the message is new (a resend carries its full
+        # topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
+        room = 3 if self.aliases.max and not dup else 0
+        while True:
+            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().block_len(props, _PUBLISH, room)
+            n += 1 + vbi_len(n)
+            if not room or (n <= len(self.out) and n <= self.server_max_packet):
+                self._room = room
+                return n
+            room = 0
+
+    def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
+        if self._room:
+            alias = self.aliases.lookup(t)
+            if alias > 0:
+                t = b""
+            else:
+                alias = -alias
+        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
+        self.last_sent = self._now
+
+    def subscribe(self, topics, props=None, handler=None):
+        for f, o in topics:
+            if not self.wildcards_available and ("+" in f or "#" in f):
+                raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
+            if not self.shared_available and f.startswith("$share/"):
+                raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
+        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
+            raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
+        return Session.subscribe(self, topics, props, handler)
+
+    def _sub_len(self, topics, props):
+        n = 2 + v5().block_len(props, _SUBSCRIBE)
+        for f, o in topics:
+            n += 3 + len(f.encode())
+        return 1 + vbi_len(n) + n
+
+    # ------------------------------------------------------------ input
+
+    def _on_publish(self, p):
+        if p.props and _TOPIC_ALIAS in p.props:
+            a = p.props[_TOPIC_ALIAS]
+            if not 0 < a <= self.topic_alias_maximum:
+                raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
+            if p.topic:
+                self._rx_alias[a] = p.topic
+            else:
+                p.topic = self._rx_alias[a]
+                if p.topic is None:
+                    raise protocol_error("topic alias %d was never set on this connection" % a)
+        Session._on_publish(self, p)

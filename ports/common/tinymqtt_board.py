@@ -1,9 +1,10 @@
 # The half of a board port that every MicroPython board with a WLAN station shares; ports/esp32 and
 # ports/picow are thin layers over it and deploy copies it next to them (/lib/tinymqtt_board.mpy).
 # It owns station bring-up (failures named by the driver's status), DNS, TCP and TLS sockets for the
-# blocking client, asyncio streams for the asyncio client, the clock, and the mapping of the socket errors
-# boards raise to the clients' terms: a read that times out is 0 bytes, a dead link is ConnectionLost.
-# It never imports the client and never runs on CPython (ports/linux is that port).
+# blocking client, the clock, and the mapping of the socket errors boards raise to the clients' terms: a read
+# that times out is 0 bytes, a dead link is ConnectionLost. What not every board program needs loads only when
+# used: tinymqtt_tls.py (the SSLContext from a CA) and tinymqtt_stream.py (asyncio streams for the asyncio
+# client). It never imports the client and never runs on CPython (ports/linux is that port).
 import select
 import socket
 import time
@@ -21,9 +22,6 @@ _TLS_VERIFY_FAILED = -0x2700  # MBEDTLS_ERR_X509_CERT_VERIFY_FAILED
 # What a station status means. Each port maps its driver's codes to one of these.
 IDLE, CONNECTING, NO_IP, UP, WRONG_PASSWORD, NO_AP, CONNECT_FAIL = range(7)
 _FAILED = {WRONG_PASSWORD: "wrong password for", NO_AP: "no access point named", CONNECT_FAIL: "could not join"}
-
-
-_read_file = open  # the builtin, before this module's own open() hides it
 
 
 class NetworkError(OSError):
@@ -152,55 +150,6 @@ def lost(e):
     return ConnectionLost(0x80, "connection lost (%s)" % errname(e))
 
 
-def _pem_to_der(data):
-    """The DER certificates of a PEM text, or None when data is not PEM. MicroPython's mbedTLS may be built
-    without PEM parsing (the unix port here says "invalid cert"); DER always loads, each call adding one CA."""
-    if not data.lstrip().startswith(b"-----BEGIN"):
-        return None
-    from binascii import a2b_base64
-    out, b64 = [], None
-    for line in data.split(b"\n"):
-        line = line.strip()
-        if line.startswith(b"-----BEGIN"):
-            b64 = []
-        elif line.startswith(b"-----END"):
-            out.append(a2b_base64(b"".join(b64)))
-            b64 = None
-        elif b64 is not None:
-            b64.append(line)
-    return out
-
-
-def _load_cas(ctx, data):
-    for der in _pem_to_der(data) or (data,):
-        ctx.load_verify_locations(cadata=der)
-
-
-def tls_context(tls):
-    """An SSLContext that verifies the server against the CA the caller names. tls: an SSLContext, or a dict
-    with cafile/cadata (PEM or DER), certfile/keyfile (client certificate), server_hostname, or
-    insecure=True to skip verification explicitly. A board has no CA store, so plain True is refused."""
-    if hasattr(tls, "wrap_socket"):
-        return tls
-    import ssl
-    opts = tls if isinstance(tls, dict) else {}
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    if opts.get("insecure"):
-        ctx.verify_mode = ssl.CERT_NONE
-    else:
-        cadata = opts.get("cadata")
-        if cadata is None:
-            if not opts.get("cafile"):
-                raise ValueError("TLS on a board needs the broker's CA: tls={'cafile': 'ca.pem'} (no CA store)")
-            with _read_file(opts["cafile"], "rb") as f:
-                cadata = f.read()
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        _load_cas(ctx, cadata)
-    if opts.get("certfile"):
-        ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
-    return ctx
-
-
 def _wants_tls(tls):
     # Only None and False mean plain TCP: an empty options dict asks for TLS (and fails without a CA),
     # never silently for less.
@@ -307,6 +256,7 @@ def open(host, port, tls=None, timeout_ms=10000):
             except OSError:
                 pass
         if _wants_tls(tls):
+            from tinymqtt_tls import tls_context  # only a TLS connection loads it
             ctx = tls_context(tls)
             try:
                 sock = ctx.wrap_socket(raw, server_hostname=_server_name(tls, host))
@@ -321,82 +271,7 @@ def open(host, port, tls=None, timeout_ms=10000):
     return Transport(raw, sock, timeout_ms)
 
 
-class Stream:
-    """One asyncio connection for aio.AsyncClient over MicroPython's asyncio streams."""
-
-    def __init__(self, reader, writer):
-        self.r, self.w = reader, writer
-        self._buf = self._mv = None
-        # MicroPython's asyncio Stream keeps the socket in .s and what it could not send yet in .out_buf.
-        self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
-        if self._raw is not None:
-            import asyncio
-            self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
-
-    async def readinto(self, buf, off):
-        if buf is not self._buf:
-            self._buf, self._mv = buf, memoryview(buf)
-        while True:
-            try:
-                n = await self.r.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
-            except OSError as e:
-                if _code(e) in BUSY:
-                    continue
-                raise lost(e)
-            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
-                raise _not_verified(e)
-            if n is None:  # woken, but no whole TLS record yet
-                continue
-            if not n:
-                raise ConnectionLost(0x80, "the server closed the connection")
-            return n
-
-    def write(self, buf, n):
-        try:
-            k = 0
-            if self._raw is not None and not self.w.out_buf:  # Stream.write's own first step, without a view
-                k = self._raw.write(buf, 0, n) or 0
-            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
-                self.w.write(memoryview(buf)[k:n])
-        except (OSError, ValueError) as e:
-            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
-
-    def drain(self):
-        """An awaitable: with nothing queued, only the yield MicroPython's Stream.drain() makes then, without
-        its coroutine and ours (two objects per publish: they cut asyncio QoS 0 eightfold on the unix port)."""
-        if self._raw is not None and not self.w.out_buf:
-            return self._yield(0)
-        return self._drain()
-
-    async def _drain(self):
-        try:
-            await self.w.drain()
-        except (OSError, ValueError) as e:
-            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
-
-    def close(self):
-        try:
-            self.w.close()  # a no-op on some asyncio versions: close the socket underneath too
-            s = getattr(self.w, "s", None)
-            if s is not None:
-                s.close()
-        except OSError:
-            pass
-
-
-async def open_stream(host, port, tls=None):
-    import asyncio
-    ai = resolve(host, port)
-    addr = ai[-1]
-    ip = addr[0] if isinstance(addr, tuple) else host  # some builds give a raw sockaddr: let asyncio resolve
-    try:
-        if _wants_tls(tls):
-            r, w = await asyncio.open_connection(ip, port, ssl=tls_context(tls),
-                                                 server_hostname=_server_name(tls, host))
-        else:
-            r, w = await asyncio.open_connection(ip, port)
-    except ValueError as e:
-        raise _not_verified(e)
-    except OSError as e:
-        raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else _connect_failed(e, host, port)
-    return Stream(r, w)
+def open_stream(host, port, tls=None):
+    """An awaitable asyncio connection for aio.AsyncClient (tinymqtt_stream: loaded by the asyncio client only)."""
+    from tinymqtt_stream import open_stream
+    return open_stream(host, port, tls)

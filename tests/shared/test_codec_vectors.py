@@ -4,6 +4,7 @@
 # Expected bytes are written out by hand from the spec, never produced by the codec under test.
 from tinymqtt import packets as K
 from tinymqtt import wire
+from tinymqtt import props as P
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, sub_options
 from tinymqtt.errors import MQTTError, RemoteProtocolError, LocalProtocolError
 import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
@@ -350,14 +351,14 @@ def test_vbi_bytes():
     for v, x in VBI:
         want = h(x)
         b = bytearray(6)
-        end = wire.put_vbi(b, 1, v)
+        end = P.put_vbi(b, 1, v)
         assert end == 1 + len(want) and bytes(b[1:end]) == want, "VBI %d -> %s" % (v, hx(b[1:end]))
-        assert wire.put_vbi(None, 0, v) == len(want) == wire.vbi_len(v)
+        assert P.put_vbi(None, 0, v) == len(want) == wire.vbi_len(v)
         r = wire.Reader(memoryview(want), 0, len(want))
-        assert r.vbi() == v and r.pos == len(want)
-    raises(LocalProtocolError, 0x95, wire.put_vbi, bytearray(5), 0, 268435456)
-    raises(LocalProtocolError, 0x95, wire.put_vbi, bytearray(5), 0, -1)
-    raises(RemoteProtocolError, 0x81, wire.Reader(memoryview(h("80 80 80 80 01")), 0, 5).vbi)
+        assert P.vbi(r) == v and r.pos == len(want)
+    raises(LocalProtocolError, 0x95, P.put_vbi, bytearray(5), 0, 268435456)
+    raises(LocalProtocolError, 0x95, P.put_vbi, bytearray(5), 0, -1)
+    raises(RemoteProtocolError, 0x81, P.vbi, wire.Reader(memoryview(h("80 80 80 80 01")), 0, 5))
 
 
 def test_frame_boundaries():

@@ -29,7 +29,8 @@ def tree(app, dst, board="linux", env=None):
     if board != "linux":
         lib = os.path.join(dst, "lib")
         shutil.copy(os.path.join(REPO, "ports", board, "tinymqtt_port.py"), os.path.join(lib, "tinymqtt_port.py"))
-        shutil.copy(os.path.join(REPO, "ports", "common", "tinymqtt_board.py"), lib)
+        for name in ("tinymqtt_board.py", "tinymqtt_tls.py", "tinymqtt_stream.py"):
+            shutil.copy(os.path.join(REPO, "ports", "common", name), lib)
         with open(os.path.join(FAKES, board, "network.py")) as f:
             fake = f.read()
         with open(os.path.join(lib, "network.py"), "w") as f:  # the access point config.py names is in range

@@ -73,7 +73,7 @@ def wire(broker, count=100):
                 c = Client(px.host, px.port, reconnect=False, batch=False, client_id="bench-wire-%d" % os.getpid(),
                            version=version, send_alias_maximum=aliases, max_inflight=count + 1)
                 c.connect()
-                alias_max = c.session.aliases.max
+                alias_max = c.session.aliases.max if version == 5 else 0
                 c.wait_for(c.publish(WIRE_TOPIC, WIRE_PAYLOAD, qos) or 0, 5)
                 up0, down0 = _settle(px)
                 for _ in range(count):

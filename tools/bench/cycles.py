@@ -2,6 +2,7 @@
 # this file to the board's /lib as benchcycles.py): a session driven with no transport, bytes fed into its
 # buffers in place, so whatever allocates is the library, never the harness (alloc.harness checks that).
 from tinymqtt.session import Session
+from tinymqtt.session5 import Session5
 import tinymqtt.cli_codec  # noqa: F401  CONNACK is the codec's server half (never on a board)
 from tinymqtt.packets import Packet, encode, encode_publish, decode, CONNACK, PUBACK
 from tinymqtt import props as P
@@ -16,7 +17,7 @@ def nothing(ev, value, reason):  # an application callback that keeps nothing (n
 
 def connected(version, alias_max=0, **kw):
     """A session that has sent CONNECT and read a CONNACK (with Topic Alias Maximum alias_max in v5)."""
-    s = Session(client_id="bench", version=version, on_event=nothing, **kw)
+    s = (Session5 if version == 5 else Session)(client_id="bench", version=version, on_event=nothing, **kw)
     s.connect(0)
     s.outlen = 0
     pr = {P.TOPIC_ALIAS_MAXIMUM: alias_max} if alias_max else None

@@ -2,8 +2,9 @@
 # for the esp32 board (tools.size); heap after import and when connected on the 32-bit WebAssembly build (a
 # transport that only answers the CONNACK: it has no sockets) and on the 64-bit unix port (real sockets,
 # real mosquitto); and the smallest `-X heapsize` with which the unix port connects, subscribes, publishes
-# and receives. umqtt.simple (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed)
-# goes through the same steps.
+# and receives; and the heap when the library and port run from ROMFS (the image `deploy --romfs` writes,
+# mounted by the unix port's VfsRom: bytecode stays in the image, the heap keeps the objects). umqtt.simple
+# (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed) goes through the same steps.
 #   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
 import dataclasses
 import json
@@ -53,6 +54,42 @@ def run_unix(dest, heapsize, timeout=60):
     try:
         p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, "main.py"], cwd=dest, env=env,
                            capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in p.stdout.splitlines():
+        if line.startswith("FOOTPRINT "):
+            r = json.loads(line[10:])
+            return r if p.returncode == 0 and r["received"] else None
+    return None
+
+
+ROMFS_BOOT = '''import sys, vfs
+f = open("romfs.img", "rb")
+img = f.read()  # the image stands in for flash: it is on the heap before the app's baseline
+f.close()
+vfs.mount(vfs.VfsRom(img), "/rom")
+sys.path.insert(0, "/rom/lib")
+import main
+'''
+
+
+def run_unix_romfs(dest, heapsize=512 * 1024):
+    """run_unix() with the tree's lib/ in a ROMFS image (mpremote romfs build) mounted by VfsRom, or None."""
+    mpremote = os.path.join(os.path.dirname(micropython()), "mpremote")
+    src, rom = dest + "-romsrc", dest + "-rom"
+    shutil.copytree(os.path.join(dest, "lib"), os.path.join(src, "lib"))
+    shutil.copytree(dest, rom, ignore=lambda d, names: ["lib"] if d == dest else [])  # the image holds lib/
+    img = os.path.join(rom, "romfs.img")
+    p = subprocess.run([mpremote, "romfs", "--no-mpy", "-o", img, "build", src], capture_output=True, text=True,
+                       timeout=60)
+    if p.returncode or not os.path.exists(img):
+        return None
+    with open(os.path.join(rom, "boot_romfs.py"), "w") as f:
+        f.write(ROMFS_BOOT)
+    env = {"MICROPYPATH": ".frozen:%s" % rom, "PATH": os.environ.get("PATH", "")}
+    try:
+        p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, "boot_romfs.py"], cwd=rom, env=env,
+                           capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         return None
     for line in p.stdout.splitlines():
@@ -140,7 +177,7 @@ def run_wasm(dest, app, version, opts):
 
 
 def measure(quick=False, log=print):
-    res = {"rows": [], "mpy": {}}
+    res = {"rows": [], "mpy": {}, "port_mpy": port_mpy()}
     for profile in boards_mod.profiles():
         res["mpy"][profile] = size.profile_sizes("esp32", profile)
     if not micropython():
@@ -157,7 +194,8 @@ def measure(quick=False, log=print):
                 opts = boards_mod.get("esp32", profile=profile).session_options()
                 row = {"client": label, "profile": profile, "version": version,
                        "mpy": sum(res["mpy"][profile][m] for m in _loaded(profile, app)),
-                       "unix": run_unix(dest, 512 * 1024), "wasm": run_wasm(dest, app, version, opts)}
+                       "unix": run_unix(dest, 512 * 1024), "wasm": run_wasm(dest, app, version, opts),
+                       "romfs": run_unix_romfs(dest)}
                 row["smallest"] = None if quick or not row["unix"] else smallest_heap(dest)
                 log("footprint: %s (%s): %r" % (label, profile, row))
                 res["rows"].append(row)
@@ -193,14 +231,33 @@ def kb(n):
     return "-" if n is None else "%.1f" % (n / 1024)
 
 
+def port_mpy(board_name="esp32"):
+    """{module: .mpy bytes} of the board's port as deploy compiles it (the 32-bit heap rows use a stub port,
+    so this is what a real board loads besides them; tinymqtt_tls / tinymqtt_stream only when used)."""
+    board = boards_mod.get(board_name)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="tinymqtt-fp-port-") as tmp:
+        for path in [board.port_module] + list(board.support):
+            name = os.path.basename(path) if path in board.support else "tinymqtt_port.py"
+            out[name] = len(deploy.compile_mpy(os.path.join(ROOT, path), name, board.mpy_cross, tmp))
+    return out
+
+
 def table(res):
     lines = ["| client | profile | `.mpy` loaded (esp32, KB) | heap after import 32 / 64-bit (KB) | heap connected "
-             "32 / 64-bit (KB) | smallest heap, 64-bit unix port (KB) |", "|---|---|---|---|---|---|"]
+             "32 / 64-bit (KB) | smallest heap, 64-bit unix port (KB) | from ROMFS, 64-bit: heap after import / "
+             "connected (KB) |", "|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
-        u, w = r["unix"] or {}, r["wasm"] or {}
-        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s |" % (
+        u, w, rom = r["unix"] or {}, r["wasm"] or {}, r.get("romfs") or {}
+        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s | %s / %s |" % (
             r["client"], r["profile"], kb(r["mpy"]), kb(w.get("import")), kb(u.get("import")),
-            kb(w.get("connected")), kb(u.get("connected")), kb(r["smallest"])))
+            kb(w.get("connected")), kb(u.get("connected")), kb(r["smallest"]), kb(rom.get("import")),
+            kb(rom.get("connected"))))
+    port = res.get("port_mpy")
+    if port:
+        lines.append("")
+        lines.append("The 32-bit heap rows use a stub transport; a real esp32 also loads its port: %s (.mpy, KB)."
+                     % ", ".join("%s %s" % (m[:-3], kb(n)) for m, n in sorted(port.items())))
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ REPO = boards_mod.REPO
 SECRETS_FILE = os.path.join(REPO, "secrets.toml")
 SECRET = re.compile(r"PASSWORD|SECRET|TOKEN|SSID|PRIVATE|_KEY$")
 MASK = "********"
-RESERVED = ("main", "boot", "config", "tinymqtt", "tinymqtt_port", "tinymqtt_board")
+RESERVED = ("main", "boot", "config", "tinymqtt", "tinymqtt_port", "tinymqtt_board", "tinymqtt_tls", "tinymqtt_stream")
 FLASH_MARGIN = 8192  # bytes left free on the board's filesystem after a deploy
 ROM = "rom/"  # files in the ROMFS image, mounted at /rom (MicroPython 1.25+): bytecode runs from flash
 ROMFS_OVERHEAD = 64  # generous bytes of ROMFS header per file and folder
@@ -109,8 +109,12 @@ def compile_mpy(path, name, flags, tmp):
 
 def library_mpy(board, path, name, tmp):
     """The .mpy of a library module for the board: with short_errors, compiled from tools/deploy/shorten.py's
-    copy (error text "module:line"); name (e.g. "tinymqtt/session.py") is what tracebacks show."""
+    copy (error text: the packet named, or the line) and with mpy-cross -O3, which drops the line-number table
+    (8% of the bytes: an MQTT error's message is its line, and tracebacks still name module and function);
+    name (e.g. "tinymqtt/session.py") is what tracebacks show. The app and port keep their line numbers."""
+    flags = board.mpy_cross
     if board.short_errors and name.startswith("tinymqtt/"):
+        flags = list(flags) + ["-O3"]
         from tools.deploy.shorten import shorten
         with open(path, encoding="utf-8") as f:
             text = shorten(f.read(), name[9:-3])
@@ -118,7 +122,7 @@ def library_mpy(board, path, name, tmp):
         path = os.path.join(tmp, "short", os.path.basename(name))
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
-    return compile_mpy(path, name, board.mpy_cross, tmp)
+    return compile_mpy(path, name, flags, tmp)
 
 
 def config_values(board, broker="127.0.0.1", port=1883, client_id=None, secrets=None, extra=None, seed=""):
@@ -288,17 +292,27 @@ def romfs_files(mp, files, out):
                                                      "needs" % (size, need)), file=out)
         return files
     print("%s: library and port go to the ROMFS partition (%d of %d B)" % (mp.device, need, size), file=out)
-    return [File(ROM + f.dest, f.data, f.source) if f.dest.startswith("lib/") else f for f in files]
+    return in_romfs(files)
 
 
-def write_romfs(mp, files, tmp):
-    """One image holds every rom/ file (an empty one erases what an earlier --romfs deploy left)."""
+def romfs_folder(files, tmp):
+    """The folder whose image is the ROMFS (mounted at /rom): every rom/ file, without the prefix."""
     folder = os.path.join(tmp, "romfs")
     os.makedirs(folder)
     for f in files:
         if f.dest.startswith(ROM):
             local_copy(folder, File(f.dest[len(ROM):], f.data, f.source))
-    mp.romfs_deploy(folder)
+    return folder
+
+
+def in_romfs(files):
+    """files with the library and port moved to rom/ (what romfs_files does when the partition fits)."""
+    return [File(ROM + f.dest, f.data, f.source) if f.dest.startswith("lib/") else f for f in files]
+
+
+def write_romfs(mp, files, tmp):
+    """One image holds every rom/ file (an empty one erases what an earlier --romfs deploy left)."""
+    mp.romfs_deploy(romfs_folder(files, tmp))
 
 
 def deploy_device(board, files, device=None, runner=None, follow=False, start=True, out=sys.stdout,

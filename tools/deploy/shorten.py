@@ -1,8 +1,9 @@
 # Short error text for boards (boards.toml `short_errors`): before mpy-cross, the message argument of every
-# `raise` in the library becomes "module:line", the place in the source where the full text stands, and the
-# packet it names ("packets:237 PUBLISH") when its text names one. The reason code, the exception class (its side: local or remote) and every other argument stay; line numbers
-# stay exact, so tracebacks still point at the right line. The source itself never changes: this is a build
-# step, like -O dropping asserts, and CPython always runs the readable messages.
+# `raise` in the library becomes the packet its text names ("PUBLISH"), or else its line number, an int (the
+# line where the full text stands). A small int costs a board nothing, a string its bytes twice (flash and
+# the heap it is interned in). The reason code, the exception class (its side: local or remote) and every
+# other argument stay; line numbers stay exact, so a traceback names the module and the line. The source
+# itself never changes: this is a build step, like -O dropping asserts, and CPython keeps the readable text.
 import ast
 import re
 
@@ -28,7 +29,8 @@ def _offsets(text):
 
 
 def shorten(text, name):
-    """The source with each raise's message replaced by "name:line" (same line count); name: e.g. "packets"."""
+    """The source with each raise's message replaced by its packet name or line (same line count); name: the
+    module's, e.g. "packets" (kept for callers; the traceback names the module)."""
     tree = ast.parse(text)
     spans = []
     for node in ast.walk(tree):
@@ -44,7 +46,7 @@ def shorten(text, name):
         a = starts[arg.lineno - 1] + arg.col_offset
         b = starts[arg.end_lineno - 1] + arg.end_col_offset
         packet = PACKETS.search(data[a:b].decode())
-        place = "%s:%d" % (name, arg.lineno) + (" " + packet.group(1) if packet else "")
-        short = ('"%s"' % place + "\n" * (arg.end_lineno - arg.lineno)).encode()
+        place = '"%s"' % packet.group(1) if packet else "%d" % arg.lineno
+        short = (place + "\n" * (arg.end_lineno - arg.lineno)).encode()
         data = data[:a] + short + data[b:]
     return data.decode()

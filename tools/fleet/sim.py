@@ -144,7 +144,7 @@ class Device:
         f.summary.connects += 1
         if connack.session_present:
             f.summary.sessions_resumed += 1
-        if self.client.session.aliases.max:
+        if self.client.session.version == 5 and self.client.session.aliases.max:
             f.alias_ok.add(self.id)
         pid = self.client.publish_nowait(self.status, self._status_payload("online", "connect"), 1, True)
         if pid > 0:

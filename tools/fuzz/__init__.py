@@ -97,6 +97,7 @@ def session(data):
     from tinymqtt.errors import RemoteProtocolError, ConnectError, ConnectionLost, LocalProtocolError
     from tinymqtt.packets import frame, decode
     from tinymqtt.session import Session
+    from tinymqtt.session5 import Session5
     import tinymqtt.cli_codec  # noqa: F401  (_check_out decodes what we send: the codec's server half)
     if len(data) < 2:
         return
@@ -115,7 +116,7 @@ def session(data):
         if ev == 3 and opts["manual_ack"] and value.qos:
             held.append(value)  # acked a little later, as an application would
 
-    s = Session(on_event=on_event, **opts)
+    s = (Session5 if v == 5 else Session)(on_event=on_event, **opts)
     s.subscribe([("a/#", 1), ("b", 2)])
     s.publish("a/b", b"one", 1)
     s.publish("a/c", b"two", 2)

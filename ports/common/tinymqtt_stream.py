@@ -1,0 +1,87 @@
+# asyncio streams for aio.AsyncClient on the board ports (ports/common): loaded by tinymqtt_board.open_stream()
+# when the asyncio client connects, so a board running the blocking client never holds it in RAM.
+from tinymqtt.errors import ConnectionLost
+from tinymqtt_board import (BUSY, _TLS_VERIFY_FAILED, _code, _connect_failed, _not_verified, _server_name,
+                            _wants_tls, lost, resolve)
+
+
+class Stream:
+    """One asyncio connection for aio.AsyncClient over MicroPython's asyncio streams."""
+
+    def __init__(self, reader, writer):
+        self.r, self.w = reader, writer
+        self._buf = self._mv = None
+        # MicroPython's asyncio Stream keeps the socket in .s and what it could not send yet in .out_buf.
+        self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
+        if self._raw is not None:
+            import asyncio
+            self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
+
+    async def readinto(self, buf, off):
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        while True:
+            try:
+                n = await self.r.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
+            except OSError as e:
+                if _code(e) in BUSY:
+                    continue
+                raise lost(e)
+            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+                raise _not_verified(e)
+            if n is None:  # woken, but no whole TLS record yet
+                continue
+            if not n:
+                raise ConnectionLost(0x80, "the server closed the connection")
+            return n
+
+    def write(self, buf, n):
+        try:
+            k = 0
+            if self._raw is not None and not self.w.out_buf:  # Stream.write's own first step, without a view
+                k = self._raw.write(buf, 0, n) or 0
+            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
+                self.w.write(memoryview(buf)[k:n])
+        except (OSError, ValueError) as e:
+            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
+
+    def drain(self):
+        """An awaitable: with nothing queued, only the yield MicroPython's Stream.drain() makes then, without
+        its coroutine and ours (two objects per publish: they cut asyncio QoS 0 eightfold on the unix port)."""
+        if self._raw is not None and not self.w.out_buf:
+            return self._yield(0)
+        return self._drain()
+
+    async def _drain(self):
+        try:
+            await self.w.drain()
+        except (OSError, ValueError) as e:
+            raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
+
+    def close(self):
+        try:
+            self.w.close()  # a no-op on some asyncio versions: close the socket underneath too
+            s = getattr(self.w, "s", None)
+            if s is not None:
+                s.close()
+        except OSError:
+            pass
+
+
+async def open_stream(host, port, tls=None):
+    import asyncio
+    ai = resolve(host, port)
+    addr = ai[-1]
+    ip = addr[0] if isinstance(addr, tuple) else host  # some builds give a raw sockaddr: let asyncio resolve
+    try:
+        if _wants_tls(tls):
+            from tinymqtt_tls import tls_context
+            r, w = await asyncio.open_connection(ip, port, ssl=tls_context(tls),
+                                                 server_hostname=_server_name(tls, host))
+        else:
+            r, w = await asyncio.open_connection(ip, port)
+    except ValueError as e:
+        raise _not_verified(e)
+    except OSError as e:
+        raise lost(e) if _code(e) == _TLS_VERIFY_FAILED else _connect_failed(e, host, port)
+    return Stream(r, w)
