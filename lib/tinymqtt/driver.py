@@ -3,13 +3,7 @@
 # await read, closing a link, and the reconnect backoff. The port contract is written once, in default_port().
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, \
     NotDelivered
-from tinymqtt.session import Session, ticks_diff  # (ticks_diff and the errors: the clients import them from here)
-
-try:
-    from micropython import const
-except ImportError:  # CPython
-    def const(x):
-        return x
+from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 
 # session events (tinymqtt.packets' packet types, and session.LOST, session.CONNECTED), inlined by MicroPython
 _CONNACK = const(2)
