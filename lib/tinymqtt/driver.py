@@ -4,6 +4,7 @@
 from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, \
     NotDelivered
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
+from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
 
 # session events (tinymqtt.packets' packet types, and session.LOST, session.CONNECTED), inlined by MicroPython
 _CONNACK = const(2)
@@ -15,8 +16,6 @@ _UNSUBACK = const(11)
 _AUTH = const(15)
 _LOST = const(16)
 _CONNECTED = const(2)  # session.state
-
-from random import getrandbits  # (every port's MicroPython has it; os.urandom is missing on some)
 
 LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
 WAITING = ...  # in Driver._done: a flow someone awaits, not finished yet
