@@ -65,9 +65,8 @@ class AsyncClient(Driver):
         except asyncio.TimeoutError:
             self.last_error = ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
         if not self.is_connected():
-            err = self.last_error
-            await self.close()
-            raise err
+            await self.close()  # (last_error stays)
+            raise self.last_error
         return self.session.session_present
 
     async def _open(self):
