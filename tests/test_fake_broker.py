@@ -822,6 +822,40 @@ def test_wait_for_tells_delivered_from_refused_and_lost(rig):
     fb.join()
 
 
+async def test_asyncio_publish_tells_delivered_from_refused_and_lost():
+    # The same conversation through AsyncClient: `await publish()` returns the reason code of a delivered
+    # message and raises NotDelivered for a refused one and one lost with the session (the shared driver table).
+    import asyncio
+    from tinymqtt.aio import AsyncClient
+
+    def server(fb):
+        fb.handshake()
+        fb.send(Packet(PUBACK, pid=fb.expect(PUBLISH, qos=1, timeout=10).pid, reason=0x10))
+        fb.send(Packet(PUBACK, pid=fb.expect(PUBLISH, qos=1, timeout=10).pid, reason=0x87))
+        fb.expect(PUBLISH, qos=1, payload=b"lost", timeout=10)
+        fb.close()
+        fb.handshake(session_present=False)
+
+    fb = FakeBroker(V5)
+    c = AsyncClient("127.0.0.1", fb.port, version=V5, client_id="t1", port_impl=tinymqtt_port, session_expiry=60,
+                    backoff_min_ms=10, backoff_max_ms=40)
+    fb.start(server)
+    try:
+        await c.connect()
+        assert await asyncio.wait_for(c.publish("a", b"1", 1), 10) == 0x10
+        with pytest.raises(NotDelivered) as e:
+            await asyncio.wait_for(c.publish("a", b"2", 1), 10)
+        assert e.value.reason == 0x87 and e.value.pid and "refused" in str(e.value)
+        with pytest.raises(NotDelivered) as e:
+            await asyncio.wait_for(c.publish("a", b"lost", 1), 10)
+        assert e.value.reason == 0x80 and "lost" in str(e.value)
+        assert not c._done  # nothing left behind in the finished-flow table
+        await asyncio.get_running_loop().run_in_executor(None, fb.join)
+    finally:
+        await c.close()
+        fb.stop()
+
+
 def test_publish_and_wait_for_raise_at_once_offline_without_reconnect(rig):
     def server(fb):
         fb.handshake()

@@ -1,16 +1,24 @@
-# What the blocking and asyncio clients share besides the session: which errors end a connection, the
-# board's port, and the reconnect backoff. Kept apart so a board running one client loads only that one.
-from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError
+# What the blocking and asyncio clients share: the session they drive (new_session imports only the classes of
+# the MQTT version in use), their options, event dispatch, the table of finished flows that wait_for() and
+# await read, closing a link, and the reconnect backoff. The port contract is written once, in default_port().
+from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, \
+    NotDelivered
+from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
+from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
 
-try:
-    from random import getrandbits
-except ImportError:  # some MicroPython builds
-    from os import urandom
-
-    def getrandbits(n):
-        return urandom(1)[0] & ((1 << n) - 1)
+# session events (tinymqtt.packets' packet types, and session.LOST, session.CONNECTED), inlined by MicroPython
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBCOMP = const(7)
+_SUBACK = const(9)
+_UNSUBACK = const(11)
+_AUTH = const(15)
+_LOST = const(16)
+_CONNECTED = const(2)  # session.state
 
 LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
+WAITING = ...  # in Driver._done: a flow someone awaits, not finished yet
 
 
 def default_port():
@@ -25,24 +33,113 @@ def default_port():
         readinto(buf, off) awaits and returns bytes read (0: nothing whole yet), raises ConnectionLost when
         the peer closed; close().                             (the asyncio client)
     tls: None for plain TCP, else True, a dict of options (cafile, server_hostname...) or an SSLContext.
-    Failures raise OSError or ConnectionLost (LINK_ERRORS below), which end the connection."""
+    Failures raise OSError or ConnectionLost (LINK_ERRORS above), which end the connection."""
     import tinymqtt_port  # the board's (or Linux's) port module, deployed next to the library
     return tinymqtt_port
 
 
-class Backoff:
-    """Exponential reconnect delays with +-25% jitter, so a fleet that lost its broker does not return
-    in lockstep."""
+def new_session(on_event, version=5, **options):
+    """A session for version 5 (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1)."""
+    S = Session
+    if version == 5:
+        try:
+            from tinymqtt.session5 import Session5 as S
+        except ImportError:  # profile mqtt311 ships no MQTT 5
+            raise LocalProtocolError(0x84, "MQTT 5 is not in this build")
+    return S(version=version, on_event=on_event, **options)
 
-    def __init__(self):
-        self.delay = 0
 
-    def reset(self):
-        self.delay = 0
+class Driver:
+    """The base of Client and AsyncClient. Session options pass through (see Session); version=5 is the default.
+    on_message(message): messages no subscribe(handler=...) claimed (blocking client); on_connect(connack);
+    on_disconnect(error): every end of a connection (None: our own disconnect()); on_event(event, value,
+    reason): every other session event (LOST, acks, AUTH...). on_auth(auth_packet) -> (reason, props) or None:
+    MQTT 5 enhanced authentication (props={AUTHENTICATION_METHOD: ...}), called for each AUTH the server sends
+    (0x18: continue, also before CONNACK; 0x00: a re-authentication succeeded); the answer goes out as our
+    AUTH. Re-authenticate with client.session.auth(0x19, props), then flush."""
 
-    def next(self, min_ms, max_ms):
-        """The next delay in ms; the bounds are passed in so a client's settings may change at any time."""
-        d = self.delay or min_ms
-        self.delay = min(d * 2, max_ms)
+    def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
+                 backoff_max_ms=30000, batch=False, port_impl=None, **session_options):
+        self.host, self.port, self.tls = host, port, tls
+        self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
+        self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
+        self.p = port_impl or default_port()
+        self.session = new_session(self._event, **session_options)
+        self.transport = self.last_error = None
+        self.on_message = self.on_connect = self.on_disconnect = self.on_event = self.on_auth = None
+        # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
+        # someone awaits it (WAITING until then), and the reason code of every QoS 1/2 message refused (-1: lost)
+        self._done = {}
+        self._delay = 0  # the next reconnect backoff, ms (0: backoff_min_ms)
+        self._next_try = self.p.ticks_ms()  # when the next reconnect may start
+
+    def _event(self, ev, value, reason):
+        if ev == _PUBLISH:
+            if self.on_message:
+                self.on_message(value)
+            return
+        d = self._done
+        if ev == _CONNACK:
+            self._delay = 0
+            if self.on_connect:
+                self.on_connect(value)
+        elif ev == _SUBACK or ev == _UNSUBACK:
+            if value.pid in d:
+                d[value.pid] = value
+        elif ev == _LOST or _PUBACK <= ev <= _PUBCOMP:  # a QoS 1/2 flow ended (PUBREC: refused)
+            pid, r = value, reason  # (no conditional expression: its tuples would allocate)
+            if ev == _LOST:
+                pid, r = value.pid, -1
+            if pid in d or not 0 <= r < 0x80:  # awaited, or failed: wait_for() may ask later
+                if len(d) >= 64 and pid not in d:  # bounded: the oldest entry nobody awaits goes
+                    for k in d:
+                        if d[k] is not WAITING:
+                            del d[k]
+                            break
+                d[pid] = r
+        elif ev == _AUTH and self.on_auth:
+            answer = self.on_auth(value)
+            if answer:
+                self.session.auth(answer[0], answer[1])
+        if self.on_event:
+            self.on_event(ev, value, reason)
+
+    def _outcome(self, pid):
+        # How the flow of pid ended, taken from the table (None: not recorded, or the client closed); raises
+        # NotDelivered for a message the server refused or that was lost with the session.
+        r = self._done.pop(pid, None)
+        if type(r) is int and not 0 <= r < 0x80:
+            raise NotDelivered(0x80 if r < 0 else r, "packet id %d %s" % (pid, "refused by the server" if r > 0
+                               else "lost: the server no longer has the session"), pid)
+        return r
+
+    def _write(self):
+        # Every pending packet (each batch in one write), then what the session queued behind them.
+        s, t = self.session, self.transport
+        while s.outlen and t:
+            n = s.outlen
+            s.outlen = 0
+            t.write(s.out, n)
+            s.pump()
+
+    def _close(self, err):
+        # Ends the link (the session keeps its state); a reconnect may follow after the backoff.
+        self.last_error = err
+        t = self.transport
+        if t:
+            try:
+                self._write()  # a DISCONNECT with the reason code may be waiting
+            except (OSError, MQTTError):  # a board stream raises ConnectionLost for a dead socket
+                pass
+            t.close()
+            self.transport = None
+        self.session.connection_lost()
+        d = self._delay or self.backoff_min_ms  # exponential, +-25% jitter: a fleet does not return in lockstep
+        self._delay = min(d * 2, self.backoff_max_ms)
         j = d // 4
-        return d - j + (getrandbits(16) % (2 * j + 1) if j else 0)
+        self._next_try = self.p.ticks_ms() + d - j + getrandbits(16) % (2 * j + 1)
+        if self.on_disconnect:
+            self.on_disconnect(err)
+
+    def is_connected(self):
+        return self.session.state == _CONNECTED
