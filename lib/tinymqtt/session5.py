@@ -150,7 +150,7 @@ class Session5(Session):
         # topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
         room = 3 if self.aliases.max and not dup else 0
         while True:
-            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().block_len(props, _PUBLISH, room)
+            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
             n += 1 + vbi_len(n)
             if not room or (n <= len(self.out) and n <= self.server_max_packet):
                 self._room = room
@@ -178,7 +178,7 @@ class Session5(Session):
         return Session.subscribe(self, topics, props, handler)
 
     def _sub_len(self, topics, props):
-        n = 2 + v5().block_len(props, _SUBSCRIBE)
+        n = 2 + v5().put(None, 0, props, _SUBSCRIBE)
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
