@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode_publish, v5
+from tinymqtt.packets import Packet, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 
@@ -164,8 +164,7 @@ class Session5(Session):
                 t = b""
             else:
                 alias = -alias
-        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
-        self.last_sent = self._now
+        Session._put(self, t, pl, q, retain, dup, pid, pr, alias)
 
     def subscribe(self, topics, props=None, handler=None):
         for f, o in topics:
