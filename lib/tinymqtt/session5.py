@@ -30,11 +30,10 @@ _SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
 _SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
 
 
-class _NoAliases:  # what a connection without outbound topic aliases has (lookup() is never called then)
+# What a connection without outbound topic aliases has as its aliases: this class itself, no instance (its max
+# is 0, so lookup() is never called).
+class _NoAliases:
     max = 0
-
-
-_NO_ALIASES = _NoAliases()
 
 
 class Session5(Session):
@@ -64,10 +63,9 @@ class Session5(Session):
         n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
         if n:  # a v5 server granted aliases: a new set for this connection
             from tinymqtt.aliases import TopicAliases
-            self.aliases = TopicAliases()
-            self.aliases.reset(n)
+            self.aliases = TopicAliases(n)
         else:
-            self.aliases = _NO_ALIASES
+            self.aliases = _NoAliases
 
     # ------------------------------------------------------------ connection
 
