@@ -4,7 +4,10 @@
 # What it holds: the session's buffers and in-flight slots (fixed at construction), and for messages() at
 # most Receive Maximum received messages, each acknowledged (QoS 1/2) only when the application takes it.
 import asyncio
-from collections import namedtuple
+try:
+    from ucollections import namedtuple  # the builtin: a build may freeze a collections package over it (~0.8 KB)
+except ImportError:  # CPython
+    from collections import namedtuple
 
 from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, const, ticks_diff, ConnectionLost, ConnectError
 
@@ -12,8 +15,7 @@ _CONNACK = const(2)  # (tinymqtt.packets' types, inlined by MicroPython)
 _PUBLISH = const(3)
 
 
-def _sleep_ms(ms):
-    return asyncio.sleep_ms(ms) if hasattr(asyncio, "sleep_ms") else asyncio.sleep(ms / 1000)
+_sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))  # (CPython has no sleep_ms)
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
@@ -76,7 +78,7 @@ class AsyncClient(Driver):
             p.network_up()
             self.session.connect(p.ticks_ms())  # first: a CONNECT we may not send opens no socket
             self.transport = await p.open_stream(self.host, self.port, self.tls)
-            await self._flush()
+            await self.flush()
         except LINK_ERRORS as e:
             self._close(e)
 
@@ -92,7 +94,7 @@ class AsyncClient(Driver):
         if self.transport and self.is_connected():
             self.session.disconnect(reason, props)
             try:
-                await self._flush()
+                await self.flush()
             except LINK_ERRORS:  # the link died meanwhile (a board stream raises ConnectionLost): closing anyway
                 pass
         await self.close()
@@ -183,9 +185,6 @@ class AsyncClient(Driver):
                 raise StopAsyncIteration
             self._inbox_ev.clear()
             await self._inbox_ev.wait()
-        return self._take()
-
-    def _take(self):
         # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.
         box, i, s = self._inbox, self._inbox_head, self.session
         m = box[i]
@@ -224,14 +223,9 @@ class AsyncClient(Driver):
         self._write()
         return self.transport.drain() if self.transport else _sleep_ms(0)
 
-    async def _flush(self):
-        self._write()
-        if self.transport:
-            await self.transport.drain()
-
     async def _flush_safely(self):
         try:
-            await self._flush()
+            await self.flush()
         except LINK_ERRORS as e:
             self._close(e)
 
@@ -250,7 +244,7 @@ class AsyncClient(Driver):
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
                     n = 0
-                    if s.outlen:  # acks to send (_flush() inlined: a coroutine called costs an allocation)
+                    if s.outlen:  # acks to send (flush() inlined: a call costs an allocation)
                         self._write()
                         await st.drain()
                     if not more:
@@ -270,7 +264,7 @@ class AsyncClient(Driver):
                 try:
                     wait = s.tick(p.ticks_ms())
                     if s.outlen:  # a PINGREQ, a retry
-                        await self._flush()
+                        await self.flush()
                 except LINK_ERRORS as e:
                     self._close(e)
             await _sleep_ms(max(10, min(wait, 1000)))

@@ -7,48 +7,20 @@ from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
 from tinymqtt.packets import NAMES
 from tinymqtt.wire import put as put_int, put_str, vbi_len
 
-PAYLOAD_FORMAT_INDICATOR = 0x01
-MESSAGE_EXPIRY_INTERVAL = 0x02
-CONTENT_TYPE = 0x03
-RESPONSE_TOPIC = 0x08
-CORRELATION_DATA = 0x09
-SUBSCRIPTION_IDENTIFIER = 0x0B
-SESSION_EXPIRY_INTERVAL = 0x11
-ASSIGNED_CLIENT_IDENTIFIER = 0x12
-SERVER_KEEP_ALIVE = 0x13
-AUTHENTICATION_METHOD = 0x15
-AUTHENTICATION_DATA = 0x16
-REQUEST_PROBLEM_INFORMATION = 0x17
-WILL_DELAY_INTERVAL = 0x18
-REQUEST_RESPONSE_INFORMATION = 0x19
-RESPONSE_INFORMATION = 0x1A
-SERVER_REFERENCE = 0x1C
-REASON_STRING = 0x1F
-RECEIVE_MAXIMUM = 0x21
-TOPIC_ALIAS_MAXIMUM = 0x22
-TOPIC_ALIAS = 0x23
-MAXIMUM_QOS = 0x24
-RETAIN_AVAILABLE = 0x25
-USER_PROPERTY = 0x26
-MAXIMUM_PACKET_SIZE = 0x27
-WILDCARD_SUBSCRIPTION_AVAILABLE = 0x28
-SUBSCRIPTION_IDENTIFIER_AVAILABLE = 0x29
-SHARED_SUBSCRIPTION_AVAILABLE = 0x2A
-
 try:
     from micropython import const  # the constants below become literals in this module's code
 except ImportError:  # CPython
     const = int
 
-# Value types. BOOL is a byte that must be 0 or 1.
-BYTE = const(1)
-BOOL = const(2)
-U16 = const(3)
-U32 = const(4)
-VBI = const(5)
-STR = const(6)
-BIN = const(7)
-PAIR = const(8)
+# Value types (public as P.BOOL...: see __getattr__). BOOL is a byte that must be 0 or 1.
+_BYTE = const(1)
+_BOOL = const(2)
+_U16 = const(3)
+_U32 = const(4)
+_VBI = const(5)
+_STR = const(6)
+_BIN = const(7)
+_PAIR = const(8)
 
 # Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
 WILL = 0
@@ -78,36 +50,56 @@ _ACKS = const((0xF0 | 1 << 9 | 1 << 11 | 16384 | 32768) << 4)
 # Each property's value type (the low 4 bits) and the packet types it may appear in (one bit each, from bit 4):
 # small ints, so the table holds no object per property.
 TABLE = {
-    0x01: BOOL | _PUBLISH | _W,
-    0x02: U32 | _PUBLISH | _W,
-    0x03: STR | _PUBLISH | _W,
-    0x08: STR | _PUBLISH | _W,
-    0x09: BIN | _PUBLISH | _W,
-    0x0B: VBI | _PUBLISH | _SUBSCRIBE,
-    0x11: U32 | _CONNECT | _CONNACK | _DISCONNECT,
-    0x12: STR | _CONNACK,
-    0x13: U16 | _CONNACK,
-    0x15: STR | _CONNECT | _CONNACK | _AUTH,
-    0x16: BIN | _CONNECT | _CONNACK | _AUTH,
-    0x17: BOOL | _CONNECT,
-    0x18: U32 | _W,
-    0x19: BOOL | _CONNECT,
-    0x1A: STR | _CONNACK,
-    0x1C: STR | _CONNACK | _DISCONNECT,
-    0x1F: STR | _CONNACK | _ACKS,
-    0x21: U16 | _CONNECT | _CONNACK,
-    0x22: U16 | _CONNECT | _CONNACK,
-    0x23: U16 | _PUBLISH,
-    0x24: BOOL | _CONNACK,
-    0x25: BOOL | _CONNACK,
-    0x26: PAIR | 0xFFFF << 4,
-    0x27: U32 | _CONNECT | _CONNACK,
-    0x28: BOOL | _CONNACK,
-    0x29: BOOL | _CONNACK,
-    0x2A: BOOL | _CONNACK,
+    0x01: _BOOL | _PUBLISH | _W,
+    0x02: _U32 | _PUBLISH | _W,
+    0x03: _STR | _PUBLISH | _W,
+    0x08: _STR | _PUBLISH | _W,
+    0x09: _BIN | _PUBLISH | _W,
+    0x0B: _VBI | _PUBLISH | _SUBSCRIBE,
+    0x11: _U32 | _CONNECT | _CONNACK | _DISCONNECT,
+    0x12: _STR | _CONNACK,
+    0x13: _U16 | _CONNACK,
+    0x15: _STR | _CONNECT | _CONNACK | _AUTH,
+    0x16: _BIN | _CONNECT | _CONNACK | _AUTH,
+    0x17: _BOOL | _CONNECT,
+    0x18: _U32 | _W,
+    0x19: _BOOL | _CONNECT,
+    0x1A: _STR | _CONNACK,
+    0x1C: _STR | _CONNACK | _DISCONNECT,
+    0x1F: _STR | _CONNACK | _ACKS,
+    0x21: _U16 | _CONNECT | _CONNACK,
+    0x22: _U16 | _CONNECT | _CONNACK,
+    0x23: _U16 | _PUBLISH,
+    0x24: _BOOL | _CONNACK,
+    0x25: _BOOL | _CONNACK,
+    0x26: _PAIR | 0xFFFF << 4,
+    0x27: _U32 | _CONNECT | _CONNACK,
+    0x28: _BOOL | _CONNACK,
+    0x29: _BOOL | _CONNACK,
+    0x2A: _BOOL | _CONNACK,
 }
 
-MAX_VBI = 268435455
+_MAX_VBI = const(268435455)
+
+
+# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys),
+# then the value types 1..8: one text that module __getattr__ reads on use, not 35 globals on a board's heap.
+_NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
+          " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
+          " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
+          " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
+          " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
+          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE"
+          " BYTE BOOL U16 U32 VBI STR BIN PAIR ")
+
+
+def __getattr__(name):
+    i = _NAMES.find(" %s " % name)
+    if i < 0:
+        raise AttributeError(name)
+    i = _NAMES.count(" ", 0, i)
+    return sorted(TABLE)[i] if i < 27 else i - 26
+
 
 # Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
 _NONZERO = (0x21, 0x27, 0x0B)
@@ -115,7 +107,7 @@ _NONZERO = (0x21, 0x27, 0x0B)
 
 def put_vbi(b, pos, v):
     """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
-    if not 0 <= v <= MAX_VBI:
+    if not 0 <= v <= _MAX_VBI:
         raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
     if b is None:
         return pos + vbi_len(v)
@@ -159,18 +151,18 @@ def read(r, ptype):
         if not t >> 4 & 1 << ptype:
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t &= 15
-        if t == STR:
+        if t == _STR:
             v = r.str("property 0x%02X" % pid)
-        elif t == PAIR:
+        elif t == _PAIR:
             v = (r.str("user property name"), r.str("user property value"))
-        elif t == BIN:
+        elif t == _BIN:
             v = binary(r)
-        elif t == VBI:
+        elif t == _VBI:
             v = vbi(r)
-        else:  # BYTE, BOOL, U16, U32: a big-endian integer
+        else:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer
             i = r.need((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
             v = int.from_bytes(r.mv[i:r.pos], "big")
-        if (v == 0 and pid in _NONZERO) or (t == BOOL and v > 1):
+        if (v == 0 and pid in _NONZERO) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
             props.setdefault(pid, []).append(v)
@@ -183,47 +175,36 @@ def read(r, ptype):
     return props
 
 
-def _put_one(b, pos, pid, t, v):
-    pos = put_vbi(b, pos, pid)
-    if t == BOOL and not 0 <= v <= 1:
-        raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, v))
-    if t <= U32:
-        return put_int(b, pos, v, (1, 1, 2, 4)[t - 1])  # BYTE, BOOL, U16, U32: their sizes
-    if t == VBI:
-        return put_vbi(b, pos, v)
-    if t == PAIR:
-        return put_str(b, put_str(b, pos, v[0]), v[1])
-    return put_str(b, pos, v)
-
-
-def _put_body(b, pos, props, ptype):
+def _body(b, pos, props, ptype):
+    # The properties themselves, each checked against TABLE on the way; b None only counts their bytes.
     for pid in props:
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
             raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
+        t &= 15
         v = props[pid]
-        if isinstance(v, list) and (pid == 0x26 or (pid == 0x0B and ptype == 3)):  # a repeated property
-            for x in v:
-                pos = _put_one(b, pos, pid, t & 15, x)
-        else:
-            pos = _put_one(b, pos, pid, t & 15, v)
+        many = isinstance(v, list) and (pid == 0x26 or (pid == 0x0B and ptype == 3))  # a repeated property
+        for i in range(len(v) if many else 1):
+            x = v[i] if many else v
+            pos = put_vbi(b, pos, pid)
+            if t == _BOOL and not 0 <= x <= 1:
+                raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, x))
+            if t <= _U32:
+                pos = put_int(b, pos, x, (1, 1, 2, 4)[t - 1])  # BYTE, BOOL, U16, U32: their sizes
+            elif t == _VBI:
+                pos = put_vbi(b, pos, x)
+            elif t == _PAIR:
+                pos = put_str(b, put_str(b, pos, x[0]), x[1])
+            else:
+                pos = put_str(b, pos, x)
     return pos
 
 
-def size(props, ptype):
-    """Bytes of the property block's body (without its length prefix)."""
-    return _put_body(None, 0, props, ptype) if props else 0
-
-
 def put(b, pos, props, ptype, extra=0):
-    """Writes a property block; `extra` reserves body bytes the caller writes right after (a topic alias)."""
-    pos = put_vbi(b, pos, size(props, ptype) + extra)
-    return _put_body(b, pos, props, ptype) if props else pos
-
-
-def block_len(props, ptype, extra=0):
-    n = size(props, ptype) + extra
-    return vbi_len(n) + n
+    """Writes a property block (its length, then the properties); `extra` reserves body bytes the caller writes
+    right after (a topic alias). b None counts: the block's bytes then are put(None, 0, ...) + extra."""
+    pos = put_vbi(b, pos, (_body(None, 0, props, ptype) if props else 0) + extra)
+    return _body(b, pos, props, ptype) if props else pos
 
 
 def put_publish(b, pos, props, alias):

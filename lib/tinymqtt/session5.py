@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode_publish, v5
+from tinymqtt.packets import Packet, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 
@@ -30,11 +30,10 @@ _SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
 _SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
 
 
-class _NoAliases:  # what a connection without outbound topic aliases has (lookup() is never called then)
+# What a connection without outbound topic aliases has as its aliases: this class itself, no instance (its max
+# is 0, so lookup() is never called).
+class _NoAliases:
     max = 0
-
-
-_NO_ALIASES = _NoAliases()
 
 
 class Session5(Session):
@@ -64,10 +63,9 @@ class Session5(Session):
         n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
         if n:  # a v5 server granted aliases: a new set for this connection
             from tinymqtt.aliases import TopicAliases
-            self.aliases = TopicAliases()
-            self.aliases.reset(n)
+            self.aliases = TopicAliases(n)
         else:
-            self.aliases = _NO_ALIASES
+            self.aliases = _NoAliases
 
     # ------------------------------------------------------------ connection
 
@@ -150,7 +148,7 @@ class Session5(Session):
         # topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
         room = 3 if self.aliases.max and not dup else 0
         while True:
-            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().block_len(props, _PUBLISH, room)
+            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
             n += 1 + vbi_len(n)
             if not room or (n <= len(self.out) and n <= self.server_max_packet):
                 self._room = room
@@ -164,8 +162,7 @@ class Session5(Session):
                 t = b""
             else:
                 alias = -alias
-        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
-        self.last_sent = self._now
+        Session._put(self, t, pl, q, retain, dup, pid, pr, alias)
 
     def subscribe(self, topics, props=None, handler=None):
         for f, o in topics:
@@ -178,7 +175,7 @@ class Session5(Session):
         return Session.subscribe(self, topics, props, handler)
 
     def _sub_len(self, topics, props):
-        n = 2 + v5().block_len(props, _SUBSCRIBE)
+        n = 2 + v5().put(None, 0, props, _SUBSCRIBE)
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
