@@ -105,6 +105,9 @@ def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     assert 0 < sum(small.values()) < sum(full.values())
     report.record("mpy esp32 profile full (B)", sum(full.values()))
     report.record("mpy esp32 profile mqtt311 (B)", sum(small.values()))
+    base, rows = size.function_sizes(os.path.join(REPO, "lib", "tinymqtt", "topic.py"))
+    assert base == small["tinymqtt/topic.py"] and rows and all(n > 0 for n, _ in rows)
+    assert {w.split(":")[0] for _, w in rows} >= {"validate_name", "validate_filter", "matches"}
 
 
 def test_mqtt311_refuses_v5_and_loads_no_v5_module_on_micropython(tmp_path):

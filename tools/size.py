@@ -2,7 +2,9 @@
 # mpy-cross flags (and short error text where the board asks) exactly as tools/deploy writes them, and prints
 # bytes per module and the total.
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
+#   python -m tools.size --functions lib/tinymqtt/session.py   bytes per function: what emptying each one saves
 import argparse
+import ast
 import json
 import os
 import sys
@@ -24,12 +26,45 @@ def profile_sizes(board_name="esp32", profile="full"):
     return out
 
 
+def function_sizes(path, board_name="esp32"):
+    """(module bytes, [(bytes, "name:line")]): what the module's .mpy (as deploy compiles it for the board) loses
+    when each function's body becomes `pass`, largest first. What stays (a function's name, prelude and the
+    function object it becomes at run time) is the price of having the function at all."""
+    from tools.deploy import library_mpy
+    board = boards_mod.get(board_name)
+    name = "tinymqtt/" + os.path.basename(path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.splitlines(True)
+    with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
+        def size(src):
+            p = os.path.join(tmp, "src", os.path.basename(path))
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w", encoding="utf-8") as f:
+                f.write(src)
+            return len(library_mpy(board, p, name, tmp))
+        base, out = size(text), []
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a, b = node.body[0].lineno - 1, node.end_lineno
+                body = lines[:a] + [" " * node.body[0].col_offset + "pass\n"] + ["\n"] * (b - a - 1) + lines[b:]
+                out.append((base - size("".join(body)), "%s:%d" % (node.name, node.lineno)))
+    return base, sorted(out, reverse=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tools.size", description=__doc__)
     ap.add_argument("--board", default="esp32")
     ap.add_argument("--profile", action="append", help="default: every profile in boards.toml")
     ap.add_argument("--json", action="store_true", help="print {profile: {module: bytes}}")
+    ap.add_argument("--functions", metavar="FILE", help="bytes per function of one library module")
     a = ap.parse_args(argv)
+    if a.functions:
+        base, rows = function_sizes(a.functions, a.board)
+        print("%s: %d bytes of .mpy (%s)" % (a.functions, base, a.board))
+        for n, where in rows:
+            print("%6d  %s" % (n, where))
+        return 0
     try:
         names = a.profile or list(boards_mod.profiles())
         table = {p: profile_sizes(a.board, p) for p in names}
