@@ -4,7 +4,8 @@
 # real mosquitto); and the smallest `-X heapsize` with which the unix port connects, subscribes, publishes
 # and receives; and the heap when the library and port run from ROMFS (the image `deploy --romfs` writes,
 # mounted by the unix port's VfsRom: bytecode stays in the image, the heap keeps the objects). umqtt.simple
-# (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed) goes through the same steps.
+# (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed) goes through the same steps;
+# PyPI's micropython-mqtt (mqtt_async, an mqtt_as derivative) gives its .mpy size.
 #   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
 import dataclasses
 import json
@@ -213,6 +214,16 @@ def measure(quick=False, log=print):
                 row = {"client": "umqtt.simple %s" % ver, "profile": "-", "version": 4,
                        "mpy": os.path.getsize(mpy), "unix": run_unix(dest, 512 * 1024), "wasm": None}
                 row["smallest"] = smallest_heap(dest) if row["unix"] else None
+                log("footprint: %s: %r" % (row["client"], row))
+                res["rows"].append(row)
+            # PyPI's micropython-mqtt is mqtt_async.py (Thorsten von Eicken's asyncio client, derived from
+            # Peter Hinch's mqtt_as): its .mpy only; running it needs network/machine fakes it was not written for.
+            got = mp_unix.pypi_file("micropython-mqtt", "mqtt_async.py", "micropython-mqtt", log, fetch=not quick)
+            if got:
+                data = deploy.compile_mpy(os.path.join(got[0], "mqtt_async.py"), "mqtt_async.py",
+                                          boards_mod.get("esp32").mpy_cross, tmp)
+                row = {"client": "micropython-mqtt %s (mqtt_async)" % got[1], "profile": "-", "version": 4,
+                       "mpy": len(data), "unix": None, "wasm": None, "smallest": None}
                 log("footprint: %s: %r" % (row["client"], row))
                 res["rows"].append(row)
     finally:

@@ -34,32 +34,43 @@ def available():
 def umqtt(log=print, fetch=True):
     """(folder holding umqtt/simple.py, version) from PyPI, cached; None when it cannot be had (or is not in
     the cache and fetch is off: the --quick bench, run by the tests, stays on loopback)."""
+    got = pypi_file(UMQTT, "umqtt/simple.py", "umqtt", log, fetch)
+    if got:
+        init = os.path.join(got[0], "umqtt", "__init__.py")
+        if not os.path.exists(init):
+            open(init, "w").close()
+    return got
+
+
+def pypi_file(package, member, prefix, log=print, fetch=True):
+    """(folder holding `member`, version) from the newest sdist of a PyPI package, cached under out/bench-cache
+    as PREFIX-VERSION/MEMBER; None when it cannot be had. MicroPython packages on PyPI often have no setup.py,
+    so pip cannot download them: pip's own finder and session fetch the file instead."""
     for name in sorted(os.listdir(CACHE)) if os.path.isdir(CACHE) else ():
-        if name.startswith("umqtt-"):
-            return os.path.join(CACHE, name), name[6:]
+        if name.startswith(prefix + "-") and os.path.exists(os.path.join(CACHE, name, member)):
+            return os.path.join(CACHE, name), name[len(prefix) + 1:]
     if not fetch:
-        log("bench: %s is not in %s: its MicroPython rows are left out (a full run fetches it)" % (UMQTT, CACHE))
+        log("bench: %s is not in %s: its MicroPython rows are left out (a full run fetches it)" % (package, CACHE))
         return None
     try:
         import contextlib
         from pip._internal.commands import create_command
         cmd = create_command("download")
-        opts, _ = cmd.parse_args(["--no-deps", UMQTT])
+        opts, _ = cmd.parse_args(["--no-deps", package])
         cmd._in_main_context, cmd._main_context = True, contextlib.ExitStack()
         session = cmd.get_default_session(opts)
-        best = cmd._build_package_finder(options=opts, session=session).find_best_candidate(UMQTT).best_candidate
+        best = cmd._build_package_finder(options=opts, session=session).find_best_candidate(package).best_candidate
         r = session.get(best.link.url_without_fragment)
         r.raise_for_status()
-        dst = os.path.join(CACHE, "umqtt-%s" % best.version)
+        dst = os.path.join(CACHE, "%s-%s" % (prefix, best.version))
         with tarfile.open(fileobj=io.BytesIO(r.content)) as t:
-            src = next(m for m in t.getmembers() if m.name.endswith("umqtt/simple.py"))
-            os.makedirs(os.path.join(dst, "umqtt"), exist_ok=True)
-            with open(os.path.join(dst, "umqtt", "simple.py"), "wb") as f:
+            src = next(m for m in t.getmembers() if m.name.endswith(member))
+            os.makedirs(os.path.dirname(os.path.join(dst, member)), exist_ok=True)
+            with open(os.path.join(dst, member), "wb") as f:
                 f.write(t.extractfile(src).read())
-            open(os.path.join(dst, "umqtt", "__init__.py"), "w").close()
         return dst, str(best.version)
     except Exception as e:  # offline, or pip's internals moved: the row goes without it
-        log("bench: %s not available (%s: %s): its MicroPython rows are left out" % (UMQTT, type(e).__name__, e))
+        log("bench: %s not available (%s: %s): its MicroPython rows are left out" % (package, type(e).__name__, e))
         return None
 
 

@@ -402,8 +402,8 @@ def markdown(res):
                                           kb(res["mp_heap"].get("heap.import.client+aio", 0))), ""]
     if res.get("sizes"):
         s = res["sizes"]
-        L += ["`.mpy` sizes from %s (portable bytecode; the board rows use each board's flags and add its port "
-              "modules). The peers, compiled here the same way: %s." % (
+        L += ["`.mpy` sizes from %s (portable bytecode; the board rows are compiled as deploy writes them, with "
+              "each board's flags, and add its port modules). The peers, compiled here the same way: %s." % (
                   m["mpy_cross"], ", ".join("%s %s" % (n, kb(b)) for n, b in sorted((res.get("peer_mpy") or
                                                                                       {}).items())) or "none found"),
               "",
@@ -615,22 +615,22 @@ def notes(res):
         per = s["modules"]
         L += ["### .mpy size", "",
               "- **Issue 12's targets (`mqtt311` <= 10 KB, `full` <= 20 KB of `.mpy` for esp32) are missed**; the "
-              "profile figures are in \"Profiles on a board\". session.mpy alone is %s and packets.mpy %s "
-              "(portable). What costs the bytes: one session for three protocol versions (the v5 branches stay in "
-              "session.py even where a profile leaves props.py and aliases.py out), the fast PUBLISH read and "
-              "ack writers inside the session beside the codec's own, two clients that each carry options, event "
-              "dispatch and flushing, and error text (deploy shortens it for esp32 and picow). What would close "
-              "it: the session split by concern with a 3.1.1 path free of v5 branches, the fast paths moved into "
-              "the codec, one driver base for both clients. umqtt.simple (%s) shows the floor for QoS 0/1 "
-              "without a session; QoS 2 and resumable in-flight state come on top." % (
+              "profile figures are in \"Profiles on a board\". The 3.1.1 path no longer carries MQTT 5 (session5, "
+              "props and aliases load only for version 5), the codec holds only the client half, and the two clients "
+              "share one driver base; still session.mpy is %s and packets.mpy %s (portable). On a board's heap a "
+              "function costs more than its bytecode (its raw code, function object and name), so what would close "
+              "the gap is a 3.1.1 core with far fewer functions (a flow's transitions as one table), the fast "
+              "PUBLISH read and ack writers in the codec. umqtt.simple (%s) shows the floor for QoS 0/1 without a "
+              "session; QoS 2 and resumable in-flight state come on top." % (
                   kb(per.get("session", 0)), kb(per.get("packets", 0)), peer_kb(res, "umqtt.simple")), ""]
     h = res.get("mp_heap")
     if h and s:
         L += ["### Heap", "",
-              "Loading the `.mpy` files puts their bytecode in the heap: %s for the blocking client, %s with "
-              "asyncio, against a connected client's %s of objects and buffers (esp32 sizes). Freezing the "
-              "library into the firmware (a `manifest.py` with `package(\"tinymqtt\")`) would keep the bytecode "
-              "in flash and leave the buffers as most of the cost." % (
+              "Importing the `.mpy` files costs %s of heap for the blocking client and %s with asyncio, against a "
+              "connected client's %s of objects and buffers (esp32 sizes). From ROMFS (`deploy --romfs`; the "
+              "\"from ROMFS\" column of \"Profiles on a board\", measured in the unix port's VfsRom) the bytecode "
+              "stays in the image and the heap keeps only objects (functions, classes, names); freezing the library "
+              "into the firmware (`manifest.py`) does the same." % (
                   kb(h.get("heap.import.client", 0)), kb(h.get("heap.import.client+aio", 0)),
                   kb(h.get("heap.client.esp32", 0))), ""]
     return L
