@@ -49,11 +49,13 @@ def tree(dest, profile, app, version, host="127.0.0.1", port=1883, extra=()):
     return dest
 
 
-def run_unix(dest, heapsize, timeout=60):
-    """{"import", "connected", "received"} from one run on the unix port, or None when it failed."""
-    env = {"MICROPYPATH": ".frozen:%s:%s" % (os.path.join(dest, "lib"), dest), "PATH": os.environ.get("PATH", "")}
+def run_unix(dest, heapsize, timeout=60, main="main.py", path=None):
+    """{"import", "connected", "received"} from one run on the unix port, or None when it failed. path: the
+    folders on MICROPYPATH after .frozen (default: the tree's lib/ and the tree)."""
+    path = path or [os.path.join(dest, "lib"), dest]
+    env = {"MICROPYPATH": ":".join([".frozen"] + path), "PATH": os.environ.get("PATH", "")}
     try:
-        p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, "main.py"], cwd=dest, env=env,
+        p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, main], cwd=dest, env=env,
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
@@ -87,17 +89,7 @@ def run_unix_romfs(dest, heapsize=512 * 1024):
         return None
     with open(os.path.join(rom, "boot_romfs.py"), "w") as f:
         f.write(ROMFS_BOOT)
-    env = {"MICROPYPATH": ".frozen:%s" % rom, "PATH": os.environ.get("PATH", "")}
-    try:
-        p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, "boot_romfs.py"], cwd=rom, env=env,
-                           capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return None
-    for line in p.stdout.splitlines():
-        if line.startswith("FOOTPRINT "):
-            r = json.loads(line[10:])
-            return r if p.returncode == 0 and r["received"] else None
-    return None
+    return run_unix(rom, heapsize, main="boot_romfs.py", path=[rom])  # no lib/ on the path: only the image
 
 
 def smallest_heap(dest, hi=512 * 1024, step=1024):
