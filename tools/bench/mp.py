@@ -87,6 +87,7 @@ def sizes(boards=None):
     sets.append(("3.1.1 core (what profile mqtt311 loads besides driver and client)", no_v5,
                  sum(per[m] for m in no_v5)))
     out = {"modules": per, "sets": sets, "boards": {}}
+    from tools.deploy import library_mpy  # (deploy is imported only when boards are measured)
     for name, b in (boards or {}).items():
         files = [(os.path.join(ROOT, "lib", m), m) for m in b.lib]
         files.append((os.path.join(ROOT, b.port_module), "tinymqtt_port.py"))
@@ -95,7 +96,6 @@ def sizes(boards=None):
         with tempfile.TemporaryDirectory(prefix="tinymqtt-bench-size-") as tmp:
             for path, dest in files:
                 if dest.startswith("tinymqtt/"):  # as deploy compiles it (short error text, -O3 where asked)
-                    from tools.deploy import library_mpy
                     lib += len(library_mpy(b, path, dest, tmp))
                 else:
                     port += len(compile_mpy(path, b.mpy_cross, dest))

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import tarfile
-import tempfile
 
 from tools.bench.workers import ROOT
 
