@@ -88,6 +88,8 @@ class Session5(Session):
         if p.reason >= 0x80:
             why = pr.get(_REASON_STRING, "")
             raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
+        if p.session_present and self._clean_now:  # checked before anything of this CONNACK is taken in
+            raise protocol_error("CONNACK says session present to a clean start")
         self._limits(pr)
         # The server's Session Expiry Interval replaces ours [MQTT-3.2.2.3.2]: it decides what a reconnect resumes.
         self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
