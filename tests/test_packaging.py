@@ -50,7 +50,7 @@ def test_mpremote_mip_installs_a_profile_and_micropython_imports_it(profile, tmp
     mpremote_mip._install_package(dev, meta, None, "/lib", None, False)
     mpremote_mip._install_package(dev, os.path.join(REPO, "ports/linux/package.json"), None, "/lib", None, False)
     got = sorted(os.path.relpath(os.path.join(d, f), tmp_path / "lib") for d, _, fs in os.walk(tmp_path) for f in fs)
-    assert got == sorted(boards.profiles()[profile].lib + ["tinymqtt_port.py"])
+    assert got == sorted(boards.profiles()[profile].lib + ["tinymqtt_port.py", "tinymqtt_tls.py"])
     if not os.path.exists(MICROPYTHON):
         pytest.skip("no unix-port micropython")
     code = "import tinymqtt.client, tinymqtt_port, sys; print(sorted(m for m in sys.modules if 'tinymqtt' in m))"
