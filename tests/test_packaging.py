@@ -50,7 +50,7 @@ def test_mpremote_mip_installs_a_profile_and_micropython_imports_it(profile, tmp
     mpremote_mip._install_package(dev, meta, None, "/lib", None, False)
     mpremote_mip._install_package(dev, os.path.join(REPO, "ports/linux/package.json"), None, "/lib", None, False)
     got = sorted(os.path.relpath(os.path.join(d, f), tmp_path / "lib") for d, _, fs in os.walk(tmp_path) for f in fs)
-    assert got == sorted(boards.profiles()[profile].lib + ["tinymqtt_port.py"])
+    assert got == sorted(boards.profiles()[profile].lib + ["tinymqtt_port.py", "tinymqtt_tls.py"])
     if not os.path.exists(MICROPYTHON):
         pytest.skip("no unix-port micropython")
     code = "import tinymqtt.client, tinymqtt_port, sys; print(sorted(m for m in sys.modules if 'tinymqtt' in m))"
@@ -61,36 +61,60 @@ def test_mpremote_mip_installs_a_profile_and_micropython_imports_it(profile, tmp
     assert "tinymqtt.aio" not in loaded and "tinymqtt.reasons" not in loaded
 
 
-class Manifest:
-    """MicroPython's manifest API as tools/manifestfile.py defines it (package, module, metadata, options),
-    recording what would be frozen."""
+class Options:
+    """tools/manifestfile.py's IncludeOptions: the include() keywords, then defaults() (which replaces)."""
 
     def __init__(self, **kwargs):
-        self.kwargs, self.defaults, self.frozen = kwargs, {}, []
+        self._kwargs, self._defaults = kwargs, {}
+
+    def defaults(self, **kwargs):
+        self._defaults = kwargs
+
+    def __getattr__(self, name):
+        return self._kwargs.get(name, self._defaults.get(name, None))
+
+
+class Manifest:
+    """MicroPython's manifest API as tools/manifestfile.py defines it in freeze mode (package, module and
+    metadata with their signatures; the manifest runs in its own folder), recording (frozen name, source,
+    opt). The real ManifestFile was run on manifest.py too (profiles mqtt311/full, ports esp32/picow):
+    the same names; this stand-in keeps the test free of a MicroPython checkout."""
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.frozen = kwargs, []
 
     def run(self):
         here = os.getcwd()
-        os.chdir(REPO)  # manifestfile.py runs a manifest in its own folder
+        os.chdir(REPO)
         try:
-            opts = type("Options", (), {"defaults": lambda _, **kw: self.defaults.update(kw),
-                                        "__getattr__": lambda _, k: self.kwargs.get(k, self.defaults.get(k))})()
-            runpy.run_path("manifest.py", {"options": opts, "metadata": lambda **kw: None,
+            runpy.run_path("manifest.py", {"options": Options(**self.kwargs), "metadata": self.metadata,
                                            "package": self.package, "module": self.module})
         finally:
             os.chdir(here)
-        return sorted(self.frozen)
+        return sorted(name for name, _, _ in self.frozen)
 
-    def package(self, name, files, base_path="."):
+    def metadata(self, description=None, version=None, license=None, author=None, stdlib=False, pypi=None,
+                 pypi_publish=None):
+        raise AssertionError("through include(), metadata() would set the including board's metadata: every "
+                             "file it freezes would be tagged, and a board with its own metadata() fails")
+
+    def package(self, package_path, files=None, base_path=".", opt=None):
+        assert files is not None, "the profile's file list, not every .py under lib/tinymqtt"
         for f in files:
-            assert os.path.isfile(os.path.join(base_path, name, f)), f
-            self.frozen.append(name + "/" + f)
+            assert os.path.isfile(os.path.join(base_path, package_path, f)), f
+            self.frozen.append((package_path + "/" + f, os.path.join(base_path, package_path, f), opt))
 
-    def module(self, name, base_path="."):
-        assert os.path.isfile(os.path.join(base_path, name)), (base_path, name)
-        self.frozen.append(name)
+    def module(self, module_path, base_path=".", opt=None):
+        assert module_path.endswith(".py") and os.path.isfile(os.path.join(base_path, module_path)), module_path
+        self.frozen.append((module_path, os.path.join(base_path, module_path), opt))
 
 
 def test_manifest_freezes_a_profile_and_a_port():
     assert Manifest().run() == sorted(boards.profiles()["full"].lib)
-    assert Manifest(profile="mqtt311", port="esp32").run() == sorted(
+    m = Manifest(profile="mqtt311", port="esp32")
+    assert m.run() == sorted(
         boards.profiles()["mqtt311"].lib + ["tinymqtt_port.py", "tinymqtt_board.py", "tinymqtt_stream.py", "tinymqtt_tls.py"])
+    assert ("tinymqtt_port.py", "ports/esp32/tinymqtt_port.py", 3) in m.frozen
+    assert {opt for _, _, opt in m.frozen} == {3}, "-O3, as deploy compiles for boards"
+    m = Manifest(port="picow", opt=0)
+    assert "tinymqtt_port.py" in m.run() and {opt for _, _, opt in m.frozen} == {0}

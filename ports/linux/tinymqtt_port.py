@@ -21,7 +21,6 @@ except AttributeError:
     _BUSY = (BlockingIOError, _ssl.SSLWantReadError, _ssl.SSLWantWriteError)  # nothing to give or take now
 
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"  # Debian's bundle: MicroPython's ssl has no CA store
-_read_file = open  # the builtin, before this module's own open() hides it
 
 
 def network_up(timeout_ms=0):
@@ -38,42 +37,17 @@ def _server_name(tls, host):
     return tls.get("server_hostname", host) if isinstance(tls, dict) else host
 
 
-def _pem_to_der(data):
-    """The DER certificates of a PEM text, or None when data is not PEM. MicroPython's mbedTLS may be built
-    without PEM parsing (the unix port here says "invalid cert"); DER always loads, each call adding one CA."""
-    if not data.lstrip().startswith(b"-----BEGIN"):
-        return None
-    from binascii import a2b_base64
-    out, b64 = [], None
-    for line in data.split(b"\n"):
-        line = line.strip()
-        if line.startswith(b"-----BEGIN"):
-            b64 = []
-        elif line.startswith(b"-----END"):
-            out.append(a2b_base64(b"".join(b64)))
-            b64 = None
-        elif b64 is not None:
-            b64.append(line)
-    return out
-
-
-def _load_cas(ctx, data):
-    for der in _pem_to_der(data) or (data,):
-        ctx.load_verify_locations(cadata=der)
-
-
 def _tls_context(tls):
     import ssl
     if hasattr(tls, "wrap_socket"):
         return tls  # the caller's own SSLContext
     opts = tls if isinstance(tls, dict) else {}
-    if hasattr(ssl, "create_default_context"):  # CPython: CERT_REQUIRED + host name check, the system CAs
-        ctx = ssl.create_default_context(cafile=opts.get("cafile"))
-    else:  # MicroPython: a client context starts at CERT_NONE and knows no CA, so both are set here
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.verify_mode = ssl.CERT_REQUIRED  # with server_hostname set, mbedtls checks the name too
-        with _read_file(opts.get("cafile") or SYSTEM_CA, "rb") as f:
-            _load_cas(ctx, f.read())
+    if not hasattr(ssl, "create_default_context"):
+        # MicroPython: no CA store and maybe no PEM parser, as on a board: ports/common's tinymqtt_tls (deploy
+        # puts it beside this port; loaded only for TLS), with Debian's bundle when no CA is named.
+        from tinymqtt_tls import tls_context
+        return tls_context(dict(opts, cafile=opts.get("cafile") or SYSTEM_CA))
+    ctx = ssl.create_default_context(cafile=opts.get("cafile"))  # CERT_REQUIRED, host name check, system CAs
     if opts.get("certfile"):
         ctx.load_cert_chain(opts["certfile"], opts.get("keyfile"))
     return ctx

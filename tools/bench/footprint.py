@@ -4,8 +4,9 @@
 # real mosquitto); and the smallest `-X heapsize` with which the unix port connects, subscribes, publishes
 # and receives; and the heap when the library and port run from ROMFS (the image `deploy --romfs` writes,
 # mounted by the unix port's VfsRom: bytecode stays in the image, the heap keeps the objects). umqtt.simple
-# (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py, its version printed) goes through the same steps;
-# PyPI's micropython-mqtt (mqtt_async, an mqtt_as derivative) gives its .mpy size.
+# (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py) and PyPI's micropython-mqtt (mqtt_async, an
+# mqtt_as derivative) go through the same steps on the unix port, versions printed; mqtt_as itself is on no
+# registry this machine reaches, and the bench says so.
 #   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
 import dataclasses
 import json
@@ -192,35 +193,51 @@ def measure(quick=False, log=print):
                 row["smallest"] = None if quick or not row["unix"] else smallest_heap(dest)
                 log("footprint: %s (%s): %r" % (label, profile, row))
                 res["rows"].append(row)
-            got = mp_unix.umqtt(log, fetch=not quick)  # PyPI's micropython-umqtt.simple, cached by the bench
-            src, ver = (os.path.join(got[0], "umqtt", "simple.py"), got[1]) if got else (None, None)
-            if src:
-                mpy = os.path.join(tmp, "simple.mpy")
-                with open(mpy, "wb") as f:
-                    f.write(deploy.compile_mpy(src, "umqtt/simple.py", boards_mod.get("esp32").mpy_cross, tmp))
-                portable = os.path.join(tmp, "simple-portable.mpy")
-                with open(portable, "wb") as f:
-                    f.write(deploy.compile_mpy(src, "umqtt/simple.py", [], tmp))
-                dest = tree(os.path.join(tmp, "umqtt"), "mqtt311", "fp_umqtt.py", 4, broker.host, broker.port,
-                            extra=[(portable, "lib/umqtt/simple.mpy")])
-                row = {"client": "umqtt.simple %s" % ver, "profile": "-", "version": 4,
-                       "mpy": os.path.getsize(mpy), "unix": run_unix(dest, 512 * 1024), "wasm": None}
-                row["smallest"] = smallest_heap(dest) if row["unix"] else None
-                log("footprint: %s: %r" % (row["client"], row))
-                res["rows"].append(row)
-            # PyPI's micropython-mqtt is mqtt_async.py (Thorsten von Eicken's asyncio client, derived from
-            # Peter Hinch's mqtt_as): its .mpy only; running it needs network/machine fakes it was not written for.
-            got = mp_unix.pypi_file("micropython-mqtt", "mqtt_async.py", "micropython-mqtt", log, fetch=not quick)
-            if got:
-                data = deploy.compile_mpy(os.path.join(got[0], "mqtt_async.py"), "mqtt_async.py",
-                                          boards_mod.get("esp32").mpy_cross, tmp)
-                row = {"client": "micropython-mqtt %s (mqtt_async)" % got[1], "profile": "-", "version": 4,
-                       "mpy": len(data), "unix": None, "wasm": None, "smallest": None}
+            for row in peer_rows(tmp, broker, quick, log):
                 log("footprint: %s: %r" % (row["client"], row))
                 res["rows"].append(row)
     finally:
         broker.close()
     return res
+
+
+# The peers, from PyPI (cached under out/bench-cache; a --quick run never fetches): (label, how to get it,
+# its module file in the cache folder, the name it is imported by, the footprint app, what else the app needs).
+# micropython-mqtt is mqtt_async.py (Thorsten von Eicken's asyncio client derived from Peter Hinch's mqtt_as);
+# it imports `network` and `machine`, which the unix port lacks: fp/network.py and tests/fakes/machine.py.
+PEERS = (("umqtt.simple", lambda log, fetch: mp_unix.umqtt(log, fetch), "umqtt/simple.py", "fp_umqtt.py", ()),
+         ("micropython-mqtt (mqtt_async)",
+          lambda log, fetch: mp_unix.pypi_file("micropython-mqtt", "mqtt_async.py", "micropython-mqtt", log, fetch),
+          "mqtt_async.py", "fp_mqtt_async.py",
+          ((os.path.join(FP, "network.py"), "lib/network.py"),
+           (os.path.join(ROOT, "tests", "fakes", "machine.py"), "lib/machine.py"))))
+# Peter Hinch's mqtt_as itself is on no registry this machine reaches (PyPI: no mqtt_as / micropython-mqtt-as;
+# npm: none; PyPI's MicroPython MQTT packages ship umqtt or mqtt_async instead): it has no row.
+NO_MQTT_AS = "mqtt_as (Peter Hinch's) is shipped by no package on PyPI or npm: it has no row."
+
+
+def peer_rows(tmp, broker, quick, log=print):
+    """The peers' rows, measured as tinymqtt's: .mpy for the esp32, heap after import and connected on the
+    unix port (portable .mpy in lib/, the broker on loopback), smallest heap (not in a quick run). A peer that
+    cannot be had is left out with a line saying so."""
+    rows = []
+    for label, get, member, app, extra in PEERS:
+        got = get(log, not quick)
+        if not got:
+            continue
+        src, name = os.path.join(got[0], member), member[:-3].replace("/", "-")
+        with open(os.path.join(tmp, name + ".mpy"), "wb") as f:  # portable bytecode, as deploy writes ours
+            f.write(deploy.compile_mpy(src, member, [], tmp))
+        dest = tree(os.path.join(tmp, name), "mqtt311", app, 4, broker.host, broker.port,
+                    extra=[(f.name, "lib/" + member[:-3] + ".mpy")] + list(extra))
+        row = {"client": "%s %s" % (label, got[1]), "profile": "-", "version": 4,
+               "mpy": len(deploy.compile_mpy(src, member, boards_mod.get("esp32").mpy_cross, tmp)),
+               "unix": run_unix(dest, 512 * 1024), "wasm": None}
+        row["smallest"] = smallest_heap(dest) if row["unix"] and not quick else None
+        if not row["unix"]:
+            log("footprint: %s did not run on the unix port: its heap figures are left out" % row["client"])
+        rows.append(row)
+    return rows
 
 
 def _loaded(profile, app):
@@ -256,6 +273,7 @@ def table(res):
             r["client"], r["profile"], kb(r["mpy"]), kb(w.get("import")), kb(u.get("import")),
             kb(w.get("connected")), kb(u.get("connected")), kb(r["smallest"]), kb(rom.get("import")),
             kb(rom.get("connected"))))
+    lines += ["", NO_MQTT_AS]
     port = res.get("port_mpy")
     if port:
         lines.append("")

@@ -42,6 +42,8 @@ def assemble(app, dst, board="sim", env=None):
         if name.endswith(".py") and name not in _HOST_ONLY:
             shutil.copy(os.path.join(lib, name), os.path.join(dst, "lib", "tinymqtt", name))
     shutil.copy(os.path.join(REPO, PORTS[board]), os.path.join(dst, "lib", "tinymqtt_port.py"))
+    if board == "unix":  # ports/linux on MicroPython takes its TLS context from ports/common, as boards do
+        shutil.copy(os.path.join(REPO, "ports", "common", "tinymqtt_tls.py"), os.path.join(dst, "lib"))
     with open(os.path.join(dst, "main.py"), "w") as f:
         f.write(_source(app))
     config = {"BROKER_HOST": "127.0.0.1", "BROKER_PORT": 1883, "CLIENT_ID": "sim-" + uuid.uuid4().hex[:8]}
