@@ -33,8 +33,8 @@ class Client(Driver):
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
-        if not self.transport and not self.reconnect and s._connected_once:
-            raise self._offline()
+        if not self.reconnect and s._connected_once:
+            self._wait(0, -3)  # raises when the link is gone: reconnect=False brings none back
         pid = s.publish(topic, payload, qos, retain, props)
         if pid < 0 and self._wait(timeout, -1):
             pid = s.publish(topic, payload, qos, retain, props)
@@ -135,29 +135,27 @@ class Client(Driver):
                 raise e
 
     def _wait(self, timeout, pid):
-        # Loops until timeout s pass or: pid -2 (connect()), CONNACK; -1 (publish()), a free in-flight slot; else
-        # the flow of pid ended. Raises when nothing can complete (connecting: the link's error).
+        # Loops until timeout s pass or: pid -2 (connect()), CONNACK; -1 (publish()), a free in-flight slot; -3:
+        # never; else the flow of pid ended. Raises when nothing can complete (connecting: the link's error).
         p, d, f = self.p, self._done, self.session.flights
         start, ms = p.ticks_ms(), int(timeout * 1000)
         while True:
             if pid >= 0:
                 done = d[pid] is not WAITING if pid in d else f.find(pid) < 0
             else:
-                done = f.count < f.size if pid == -1 else self.is_connected()
+                done = f.count < f.size if pid == -1 else pid == -2 and self.is_connected()
             if done:
                 return True
             if not self.transport and (pid == -2 or not self.reconnect):
-                raise self.last_error if pid == -2 else self._offline()
+                e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
+                if pid == -2 or isinstance(e, ConnectionLost):
+                    raise e
+                r = getattr(e, "reason", 0x80)  # (not inside the raise: deploy's shorten.py rewrites its strings)
+                raise ConnectionLost(r, "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
             left = ms - ticks_diff(p.ticks_ms(), start)
             if left <= 0:
                 return False
             self._io(min(left, 1000))
-
-    def _offline(self):
-        # The error for a request that needs a connection when none is left and none will come back.
-        e = self.last_error
-        return e if isinstance(e, ConnectionLost) else ConnectionLost(
-            getattr(e, "reason", 0x80), "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
 
     def __enter__(self):
         self.connect()
