@@ -54,7 +54,7 @@ class AsyncClient(Driver):
 
     # ---------------------------------------------------------------- connection
 
-    async def connect(self, timeout=10.0):
+    async def connect(self, timeout=10):
         """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
         await self._open()
         if not self.transport:  # e.g. TLS 1.3: a refused client certificate shows at the first write

@@ -11,7 +11,7 @@ class Client(Driver):
 
     # ---------------------------------------------------------------- connection
 
-    def connect(self, timeout=10.0):
+    def connect(self, timeout=10):
         """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
         self._io(-2)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by _wait()
         if not self._wait(timeout, -2):
@@ -28,7 +28,7 @@ class Client(Driver):
 
     # ---------------------------------------------------------------- requests
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30.0):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30):
         """Queues the message and returns its packet id at once (0 for QoS 0); waits only while every
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
@@ -45,7 +45,7 @@ class Client(Driver):
             self._io()
         return pid
 
-    def wait_for(self, pid, timeout=30.0):
+    def wait_for(self, pid, timeout=30):
         """Waits until the QoS 1/2 flow of packet id pid ends. True: the server acknowledged it; False: still
         in flight after timeout. Raises NotDelivered (with the reason code) when the server refused it or it
         was lost with the session, and ConnectionLost when the link died with reconnect=False."""
@@ -54,13 +54,13 @@ class Client(Driver):
             self._outcome(pid)
         return done
 
-    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10.0):
+    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
         offline: the subscription is made on connect)."""
         topics = [(topic, qos)] if isinstance(topic, str) else topic
         return self._request(self.session.subscribe(topics, props, handler), timeout)
 
-    def unsubscribe(self, topic, props=None, timeout=10.0):
+    def unsubscribe(self, topic, props=None, timeout=10):
         return self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props), timeout)
 
     def _request(self, pid, timeout):
@@ -85,7 +85,7 @@ class Client(Driver):
 
     flush = Driver._write  # writes every pending packet (each batch in one write); queued messages follow
 
-    def loop(self, timeout=1.0):
+    def loop(self, timeout=1):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
         ms = self._ms.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
@@ -99,7 +99,7 @@ class Client(Driver):
 
     def loop_forever(self):
         while self.transport or self.reconnect:
-            self.loop(1.0)
+            self._io(1000)
 
     def _io(self, ms=-1):
         # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
