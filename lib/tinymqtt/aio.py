@@ -28,10 +28,8 @@ class AsyncClient(Driver):
            async for msg in c.messages(): ...
     Options and callbacks: see Driver (on_message is the blocking client's; here messages() has them)."""
 
-    def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
-                 backoff_max_ms=30000, port_impl=None, **session_options):
-        Driver.__init__(self, host, port, tls, reconnect, backoff_min_ms, backoff_max_ms, False, port_impl,
-                        **session_options)
+    def __init__(self, *args, **options):  # (Driver's: host, port, tls... without batch, the blocking client's)
+        Driver.__init__(self, *args, **options)
         self._closed = False
         # Received messages no handler claimed, for messages(): a ring of Receive Maximum entries. QoS 1/2
         # messages are acknowledged when taken (manual_ack: by ack()), so a v5 server sends no more than
@@ -56,7 +54,7 @@ class AsyncClient(Driver):
 
     # ---------------------------------------------------------------- connection
 
-    async def connect(self, timeout=10.0):
+    async def connect(self, timeout=10):
         """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
         await self._open()
         if not self.transport:  # e.g. TLS 1.3: a refused client certificate shows at the first write
@@ -167,9 +165,11 @@ class AsyncClient(Driver):
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
-        while not self.session.ack(message):
+        while True:
+            done = self.session.ack(message)  # False: `out` is full, written first
             await self._flush_safely()
-        await self._flush_safely()
+            if done:
+                return
 
     def __aiter__(self):
         return self

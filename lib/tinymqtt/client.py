@@ -11,20 +11,13 @@ class Client(Driver):
 
     # ---------------------------------------------------------------- connection
 
-    def connect(self, timeout=10.0):
+    def connect(self, timeout=10):
         """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
-        self._io(self._open)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by _wait()
-        if not self._wait(self.is_connected, timeout, True):
+        self._io(-2)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by _wait()
+        if not self._wait(timeout, -2):
             self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             raise self.last_error
         return self.session.session_present
-
-    def _open(self):
-        p = self.p
-        p.network_up()
-        self.session.connect(p.ticks_ms())  # first: a CONNECT we may not send (3.1 without a client id) opens no socket
-        self.transport = p.open(self.host, self.port, self.tls)
-        self.flush()
 
     def disconnect(self, reason=0, props=None):
         """A clean DISCONNECT (the will is discarded unless reason is 0x04); no reconnect after it."""
@@ -35,56 +28,47 @@ class Client(Driver):
 
     # ---------------------------------------------------------------- requests
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30.0):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30):
         """Queues the message and returns its packet id at once (0 for QoS 0); waits only while every
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
-        if not self.transport and not self.reconnect and s._connected_once:
-            raise self._offline()
+        if not self.reconnect and s._connected_once:
+            self._wait(0, -3)  # raises when the link is gone: reconnect=False brings none back
         pid = s.publish(topic, payload, qos, retain, props)
-        if pid < 0 and self._wait(self._has_room, timeout):  # (a method, not a lambda: a closure over `s`
-            pid = s.publish(topic, payload, qos, retain, props)  # would allocate a cell on every publish)
+        if pid < 0 and self._wait(timeout, -1):
+            pid = s.publish(topic, payload, qos, retain, props)
         if pid < 0:
             raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         self._done.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
         if self.transport and (not self.batch or s.outlen > len(s.out) // 2):
-            try:  # inline rather than through _io: a bound method would allocate on every publish
-                self.flush()
-            except LINK_ERRORS as e:
-                self._close(e)
+            self._io()
         return pid
 
-    def _has_room(self):
-        f = self.session.flights
-        return f.count < f.size
-
-    def wait_for(self, pid, timeout=30.0):
+    def wait_for(self, pid, timeout=30):
         """Waits until the QoS 1/2 flow of packet id pid ends. True: the server acknowledged it; False: still
         in flight after timeout. Raises NotDelivered (with the reason code) when the server refused it or it
         was lost with the session, and ConnectionLost when the link died with reconnect=False."""
-        f = self.session.flights
-        done = self._wait(lambda: f.find(pid) < 0, timeout)
+        done = self._wait(timeout, pid)
         if done:
             self._outcome(pid)
         return done
 
-    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10.0):
+    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
         offline: the subscription is made on connect)."""
         topics = [(topic, qos)] if isinstance(topic, str) else topic
         return self._request(self.session.subscribe(topics, props, handler), timeout)
 
-    def unsubscribe(self, topic, props=None, timeout=10.0):
+    def unsubscribe(self, topic, props=None, timeout=10):
         return self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props), timeout)
 
     def _request(self, pid, timeout):
         if not pid:
             return None
-        d = self._done
-        d[pid] = WAITING
-        self._io(self.flush)
-        ok = self._wait(lambda: d.get(pid) is not WAITING, timeout)
+        self._done[pid] = WAITING
+        self._io()
+        ok = self._wait(timeout, pid)
         p = self._outcome(pid)
         if not ok:
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
@@ -93,15 +77,15 @@ class Client(Driver):
     def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
         while not self.session.ack(message):
-            self._io(self.flush)
+            self._io()
         if not self.batch:
-            self._io(self.flush)
+            self._io()
 
     # ---------------------------------------------------------------- the loop
 
     flush = Driver._write  # writes every pending packet (each batch in one write); queued messages follow
 
-    def loop(self, timeout=1.0):
+    def loop(self, timeout=1):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
         ms = self._ms.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
@@ -109,70 +93,69 @@ class Client(Driver):
             ms = int(timeout * 1000)
             if len(self._ms) < 8:
                 self._ms[timeout] = ms
-        self._loop(ms)
+        self._io(ms)
 
     _ms = {}  # loop()'s timeouts in ms, by their value in seconds (one table: they mean the same to every client)
 
-    def _loop(self, timeout_ms):
-        if not self.transport:
-            due = ticks_diff(self._next_try, self.p.ticks_ms()) if self.reconnect else timeout_ms
-            if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
-                import time
-                time.sleep(max(1, min(due, timeout_ms)) / 1000)
-            else:
-                self._io(self._open)
-            return
-        try:  # not through _io: a bound method and an *args tuple would allocate on every loop()
-            self._step(timeout_ms)
-        except LINK_ERRORS as e:
-            self._fail(e)
-
-    def _step(self, timeout_ms):
-        s, p = self.session, self.p
-        self.flush()
-        wait = min(timeout_ms, s.tick(p.ticks_ms()))
-        self.flush()
-        n = self.transport.readinto(s.inbuf, s.inlen, wait)
-        while s.received(n, p.ticks_ms()):
-            self.flush()
-            n = 0
-        self.flush()
-
     def loop_forever(self):
         while self.transport or self.reconnect:
-            self.loop(1.0)
+            self._io(1000)
 
-    def _io(self, fn):
+    def _io(self, ms=-1):
+        # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
+        # its backoff is due); -1: flush; -2: open the connection. Whatever ends the link (a transport error, a
+        # protocol error, a dead link) closes it here; the session keeps its state and the next loop()
+        # reconnects after the backoff. (One method taking an int: a bound method or a closure would allocate.)
+        s, p = self.session, self.p
         try:
-            fn()
+            if ms >= 0:
+                if self.transport:
+                    self.flush()
+                    wait = min(ms, s.tick(p.ticks_ms()))
+                    self.flush()
+                    n = self.transport.readinto(s.inbuf, s.inlen, wait)
+                    while s.received(n, p.ticks_ms()):
+                        self.flush()
+                        n = 0
+                else:
+                    due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms
+                    if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
+                        import time
+                        time.sleep(max(1, min(due, ms)) / 1000)
+                        return
+                    ms = -2
+            if ms == -2:
+                p.network_up()
+                s.connect(p.ticks_ms())  # first: a CONNECT we may not send (3.1 without a client id) opens no socket
+                self.transport = p.open(self.host, self.port, self.tls)
+            self.flush()
         except LINK_ERRORS as e:
-            self._fail(e)
+            self._close(e)
+            if isinstance(e, ConnectError) and not self.reconnect:
+                raise e
 
-    def _fail(self, e):
-        # Whatever ends the link (a transport error, a protocol error, a dead link) closes it here; the
-        # session keeps its state and the next loop() reconnects after the backoff.
-        self._close(e)
-        if isinstance(e, ConnectError) and not self.reconnect:
-            raise e
-
-    def _wait(self, done, timeout, connecting=False):
-        # Loops until done() or timeout s; raises when nothing can complete (connecting: the link's error).
-        p = self.p
+    def _wait(self, timeout, pid):
+        # Loops until timeout s pass or: pid -2 (connect()), CONNACK; -1 (publish()), a free in-flight slot; -3:
+        # never; else the flow of pid ended. Raises when nothing can complete (connecting: the link's error).
+        p, d, f = self.p, self._done, self.session.flights
         start, ms = p.ticks_ms(), int(timeout * 1000)
-        while not done():
-            if not self.transport and (connecting or not self.reconnect):
-                raise self.last_error if connecting else self._offline()
+        while True:
+            if pid >= 0:
+                done = d[pid] is not WAITING if pid in d else f.find(pid) < 0
+            else:
+                done = f.count < f.size if pid == -1 else pid == -2 and self.is_connected()
+            if done:
+                return True
+            if not self.transport and (pid == -2 or not self.reconnect):
+                e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
+                if pid == -2 or isinstance(e, ConnectionLost):
+                    raise e
+                r = getattr(e, "reason", 0x80)  # (not inside the raise: deploy's shorten.py rewrites its strings)
+                raise ConnectionLost(r, "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
             left = ms - ticks_diff(p.ticks_ms(), start)
             if left <= 0:
                 return False
-            self._loop(min(left, 1000))
-        return True
-
-    def _offline(self):
-        # The error for a request that needs a connection when none is left and none will come back.
-        e = self.last_error
-        return e if isinstance(e, ConnectionLost) else ConnectionLost(
-            getattr(e, "reason", 0x80), "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
+            self._io(min(left, 1000))
 
     def __enter__(self):
         self.connect()

@@ -21,15 +21,16 @@ class MQTTError(Exception):
             return "%s (0x%02X)" % (self.msg, self.reason)
 
 
-RemoteProtocolError = type("RemoteProtocolError", (MQTTError,), {})
-LocalProtocolError = type("LocalProtocolError", (MQTTError,), {})
+_b = (MQTTError,)  # one bases tuple for the five
+RemoteProtocolError = type("RemoteProtocolError", _b, {})
+LocalProtocolError = type("LocalProtocolError", _b, {})
 # The server refused the connection (CONNACK with a failure code; 3.x codes mapped to v5 ones).
-ConnectError = type("ConnectError", (MQTTError,), {})
+ConnectError = type("ConnectError", _b, {})
 # The link is gone: keep-alive expired, the server sent DISCONNECT, or the transport closed.
-ConnectionLost = type("ConnectionLost", (MQTTError,), {})
+ConnectionLost = type("ConnectionLost", _b, {})
 # A QoS 1/2 message the server refused (its reason code) or that was lost with a session the server no longer
 # has (0x80); `pid` is the message's packet id.
-NotDelivered = type("NotDelivered", (MQTTError,), {})
+NotDelivered = type("NotDelivered", _b, {})
 
 
 def malformed(msg):
