@@ -38,6 +38,12 @@ def test_every_raise_message_becomes_its_place_and_lines_stay(mod, tmp_path):
     assert deploy.compile_mpy(str(path), "tinymqtt/%s.py" % mod, b.mpy_cross, str(tmp_path))[:2] == b"M\x06"
 
 
+def test_only_the_raised_calls_message_is_shortened():
+    # A string inside a nested call is code, not text: getattr's attribute name must stay.
+    src = 'raise E(getattr(e, "reason", 0x80), "no %s" % "PUBLISH")\n'
+    assert shorten(src, "m") == 'raise E(getattr(e, "reason", 0x80), "PUBLISH")\n'
+
+
 def test_the_esp32_tree_is_smaller_and_linux_keeps_the_text(tmp_path):
     esp, linux = boards.get("esp32"), boards.get("linux")
     assert esp.short_errors and boards.get("picow").short_errors and not linux.short_errors

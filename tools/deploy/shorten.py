@@ -34,12 +34,11 @@ def shorten(text, name):
     tree = ast.parse(text)
     spans = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and node.exc is not None:
-            for call in ast.walk(node.exc):
-                if isinstance(call, ast.Call):
-                    for arg in call.args:
-                        if _is_message(arg):
-                            spans.append(arg)
+        # Only the raised call's own arguments: a string inside a nested call (getattr(e, "reason")) is code.
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            for arg in node.exc.args:
+                if _is_message(arg):
+                    spans.append(arg)
     data = text.encode()
     starts = _offsets(text)
     for arg in sorted(spans, key=lambda a: (a.lineno, a.col_offset), reverse=True):  # from the end: offsets hold
