@@ -14,7 +14,7 @@
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
 from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
                              protocol_error)
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, NAMES
+from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
 from tinymqtt.inflight import Inflight
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
@@ -25,8 +25,7 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-# Packet types (packets.py), in-flight slot states (inflight.py) and the one MQTT 5 property read in place, as
-# compile-time constants: an imported name would cost a global, its name and a lookup at every use.
+# Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name would cost a global, its name and a lookup at every use.
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -48,13 +47,6 @@ _SENT = const(2)
 _RELEASED = const(3)
 _RELQ = const(4)
 _CONTROL = const(5)
-_TOPIC_ALIAS = const(0x23)
-
-try:
-    import sys
-    _CPYTHON = sys.implementation.name == "cpython"  # there, decoding a topic is cheaper than a cache
-except (ImportError, AttributeError):
-    _CPYTHON = False
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
 LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
@@ -83,6 +75,7 @@ class Session:
     max_qos = 2
     server_max_packet = 268435460
     _cp = None  # CONNECT properties (Session5)
+    _not_found = 0  # the reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
@@ -101,12 +94,9 @@ class Session:
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
         self.inlen = 0
         self._inmv = memoryview(self.inbuf)
-        # Received messages reuse one Packet (valid only while it is being delivered) and recently seen
-        # topics are recognised by their bytes, so a steady stream of messages allocates almost nothing.
-        self._msg = Packet(_PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
-        self._rxt_b = [None] * 8
-        self._rxt_s = [None] * 8
-        self._rxt_next = 0
+        # Received messages reuse one Packet (valid only while it is being delivered), read in place by
+        # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
+        self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
         self.flights = Inflight(max_inflight)
@@ -446,9 +436,11 @@ class Session:
                 else:
                     self._on_ack(first >> 4, pid, reason)
                 return
-        if first >> 4 == _PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
-            return
         t = first >> 4
+        if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual ack
+            # QoS 1/2: the application keeps the message until ack(), so it gets its own)
+            return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6 and
+                                                 self.manual_ack else self._msg, self.version))
         if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
             raise protocol_error("a server never sends %s" % NAMES[t])
         p = decode(self._inmv[pos:pos + total], self.version)
@@ -496,89 +488,8 @@ class Session:
     def _other(self, t, p):  # Session5: DISCONNECT and AUTH
         raise protocol_error("a server never sends %s" % NAMES[t])
 
-    def _fast_publish(self, buf, pos, end):
-        # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
-        # returns False and takes the full decoder, which also does every validation and raises.
-        flags = buf[pos] & 15
-        q = flags >> 1 & 3
-        if q == 3 or (flags & 8 and not q) or (q and self.manual_ack):
-            return False  # (manual ack: the application keeps the message until ack(), so it gets its own)
-        i = pos + 1
-        while buf[i] & 0x80:
-            i += 1
-        ts = i + 3
-        if ts > end:
-            return False
-        tl = buf[i + 1] << 8 | buf[i + 2]
-        i = ts + tl
-        pid = 0
-        if q:
-            if i + 2 > end:
-                return False
-            pid = buf[i] << 8 | buf[i + 1]
-            if not pid:
-                return False
-            i += 2
-        alias = 0
-        if self.version == _V5:  # (Session5's fields: a property block holding nothing or a Topic Alias alone)
-            if i >= end:
-                return False
-            if buf[i] == 3 and i + 4 <= end and buf[i + 1] == _TOPIC_ALIAS:
-                alias = buf[i + 2] << 8 | buf[i + 3]
-                if not 0 < alias <= self.topic_alias_maximum:
-                    return False
-                i += 4
-            elif buf[i]:
-                return False
-            else:
-                i += 1
-        if i > end:
-            return False
-        if tl:
-            topic = None  # the topic as a str, or None to let the full decoder handle it
-            if _CPYTHON:
-                try:
-                    topic = str(self._inmv[ts:ts + tl], "utf-8")
-                except UnicodeError:
-                    return False
-                if "+" in topic or "#" in topic or "\x00" in topic:
-                    return False
-            else:
-                tb = self._rxt_b
-                for k in range(len(tb)):  # a byte compare against recent topics: no str is built
-                    b = tb[k]
-                    if b is not None and len(b) == tl:
-                        j = 0
-                        while j < tl and b[j] == buf[ts + j]:
-                            j += 1
-                        if j == tl:
-                            topic = self._rxt_s[k]
-                            break
-                if topic is None:
-                    return False
-            if alias:
-                self._rx_alias[alias] = topic
-        elif alias and self._rx_alias[alias] is not None:
-            topic = self._rx_alias[alias]
-        else:
-            return False
-        m = self._msg
-        m.topic = topic
-        m.payload = self._inmv[i:end]
-        m.qos = q
-        m.dup = flags & 8 != 0
-        m.retain = flags & 1 != 0
-        m.pid = pid
-        self._on_publish(m)
-        return True
-
     def _on_publish(self, p):
         hs, topic, q = self._handlers, p.topic, p.qos
-        if p is not self._msg and topic and not _CPYTHON:  # the fast path recognises it next time
-            k = self._rxt_next
-            self._rxt_b[k] = topic.encode()
-            self._rxt_s[k] = topic
-            self._rxt_next = (k + 1) % len(self._rxt_b)
         hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
@@ -640,7 +551,7 @@ class Session:
         j = self._rx_find(pid)
         if j >= 0:
             self._rx_remove(j)
-        self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
+        self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else self._not_found)  # an unknown PUBREL still gets its PUBCOMP
         return True
 
     def _on_ack(self, t, pid, reason):
@@ -649,7 +560,7 @@ class Session:
         if i < 0 or f.state[i] == _CONTROL:
             self.unsolicited += 1
             if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._ack_out(_PUBREL, pid, 0x92)
+                self._ack_out(_PUBREL, pid, self._not_found)
             return
         st, q = f.state[i], f.qos[i]
         if (t == _PUBACK and q == 1 and st == _SENT) or (t == _PUBCOMP and q == 2 and st >= _RELEASED):
@@ -735,17 +646,8 @@ class Session:
 
     def _ack_out(self, t, pid, reason=0):
         # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
-        o, n = self.out, self.outlen
-        o[n] = t << 4 | (2 if t == _PUBREL else 0)
-        o[n + 1] = 2
-        o[n + 2] = pid >> 8
-        o[n + 3] = pid & 0xFF
-        self.outlen = n + 4
+        self.outlen = put_ack(self.out, self.outlen, t, pid, reason)
         self.last_sent = self._now
-        if reason and self.version == _V5 and self.server_max_packet >= 5:  # v5 says why (never in a packet
-            o[n + 1] = 3                                                     # the server refuses)
-            o[n + 4] = reason
-            self.outlen = n + 5
 
     # ------------------------------------------------------------ inbound flow table
 

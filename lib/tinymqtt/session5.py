@@ -21,7 +21,6 @@ _AUTHENTICATION_METHOD = const(0x15)
 _REASON_STRING = const(0x1F)
 _RECEIVE_MAXIMUM = const(0x21)
 _TOPIC_ALIAS_MAXIMUM = const(0x22)
-_TOPIC_ALIAS = const(0x23)
 _MAXIMUM_QOS = const(0x24)
 _RETAIN_AVAILABLE = const(0x25)
 _MAXIMUM_PACKET_SIZE = const(0x27)
@@ -60,6 +59,8 @@ class Session5(Session):
         self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
         self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
+        # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
+        self._not_found = 0x92 if self.server_max_packet >= 5 else 0
         n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
         if n:  # a v5 server granted aliases: a new set for this connection
             from tinymqtt.aliases import TopicAliases
@@ -185,8 +186,8 @@ class Session5(Session):
     # ------------------------------------------------------------ input
 
     def _on_publish(self, p):
-        if p.props and _TOPIC_ALIAS in p.props:
-            a = p.props[_TOPIC_ALIAS]
+        a = p.alias  # (packets.read_publish: -1 without a Topic Alias)
+        if a >= 0:
             if not 0 < a <= self.topic_alias_maximum:
                 raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
             if p.topic:
