@@ -15,7 +15,7 @@
 from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
                              protocol_error)
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
-from tinymqtt.inflight import Inflight
+from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
 
@@ -25,7 +25,8 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-# Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name would cost a global, its name and a lookup at every use.
+# Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
+# would cost a global, its name and a lookup at every use.
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -42,31 +43,18 @@ _PINGREQ = const(12)
 _PINGRESP = const(13)
 _DISCONNECT = const(14)
 _AUTH = const(15)
-_QUEUED = const(1)
-_SENT = const(2)
-_RELEASED = const(3)
-_RELQ = const(4)
-_CONTROL = const(5)
+_RESEND = const(2)
+_SENT = const(3)
+_RELEASED = const(4)
+_RELQ = const(5)
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
-LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
 _RX_WAIT_APP = const(1)  # inbound: delivered, awaiting the application's ack
 _RX_PUBREC = const(2)  # inbound: PUBREC sent
 _RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 _V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
-
-
-def ticks_diff(a, b):
-    """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
-    CPython the same). Every constant is below 2**30, a small int on 32-bit builds (31-bit small ints), so
-    this allocates nothing there; any clock whose period is a multiple of 2**30 (64-bit builds) works too."""
-    d = (a - b) & 0x3FFFFFFF
-    if d & 0x20000000:  # past half the period: a - b was negative
-        d -= 0x20000000
-        d -= 0x20000000
-    return d
 
 
 class Session:
@@ -168,36 +156,12 @@ class Session:
         self.session_present = present
         self.state = CONNECTED
         self._connected_once = True
-        f = self.flights
         unsub = []
-        for i in f.in_order():
-            st = f.state[i]
-            if st == _CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
-                req = self._pending.get(f.pid[i])
-                if req and req[0] == _UNSUBSCRIBE:
-                    unsub.append(req)
-                f.free(i)
-                self._resub = True
-            elif (st == _SENT or (st == _QUEUED and f.dup[i])) and not present:
-                # Sent before (a DUP resend still queued counts): the session that may have it is gone.
-                if self.republish_lost:
-                    f.mark(i, _QUEUED)
-                    f.dup[i] = 0  # a first delivery to the new session
-                else:
-                    msg = Packet(_PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
-                                 retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
-                    f.free(i)
-                    self.on_event(LOST, msg, 0)
-            elif st >= _RELEASED and st <= _RELQ and not present:
-                pid = f.pid[i]  # past PUBREC: the server took the message over before the session ended
-                f.free(i)
-                self.on_event(_PUBCOMP, pid, 0)
-            elif st == _SENT:
-                f.mark(i, _QUEUED)
-                f.dup[i] = 1
-            elif st == _RELEASED:
-                f.mark(i, _RELQ)
-        f.requeue()
+        for pid in self.flights.renew(present, self.republish_lost, self.on_event):
+            req = self._pending.get(pid)  # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again below
+            if req and req[0] == _UNSUBSCRIBE:
+                unsub.append(req)
+            self._resub = True
         self._pending = {}
         if not present:
             self._rx_n = 0
@@ -281,7 +245,6 @@ class Session:
             if f.state[i] == _RELQ:
                 if len(self.out) - self.outlen < 8:
                     return
-                f.pop_queued()
                 f.mark(i, _RELEASED, self._now)
                 self._ack_out(_PUBREL, f.pid[i])
                 continue
@@ -289,15 +252,11 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            dup = f.dup[i]
+            dup = f.state[i] == _RESEND
             if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
                 return
-            f.pop_queued()
             self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr)
-            if q:
-                f.mark(i, _SENT, self._now)
-            else:
-                f.free(i)
+            f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
 
     def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
         # Writes the PUBLISH that _plen() just sized into `out`.
@@ -336,9 +295,10 @@ class Session:
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
 
     def _request(self, t, topics, props):
-        pid = self.flights.reserve()
+        pid = self.flights.add(None, None, 3, 0, None)  # qos 3: the slot only lends its packet id
         if pid < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
+        pid = self.flights.pid[pid]
         self._pending[pid] = (t, topics, props)
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
@@ -421,6 +381,8 @@ class Session:
 
     def _packet(self, buf, pos, total):
         first = buf[pos]
+        t = first >> 4
+        pid = 0
         if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
             # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
             # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
@@ -431,59 +393,74 @@ class Session:
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
                 if not pid:
                     raise malformed("packet identifier 0")
-                if first == 0x62:
-                    self._on_pubrel(pid)
-                else:
-                    self._on_ack(first >> 4, pid, reason)
+        if not pid:
+            if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual
+                # ack QoS 1/2: the application keeps the message until ack(), so it gets its own)
+                return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6
+                                                     and self.manual_ack else self._msg, self.version))
+            if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
+                raise protocol_error("a server never sends %s" % NAMES[t])
+            p = decode(self._inmv[pos:pos + total], self.version)
+            if self.state == CONNECTING:
+                if t == _CONNACK:
+                    return self._on_connack(p)
+                if t != _AUTH:  # (AUTH: Session5)
+                    raise protocol_error("%s before CONNACK" % NAMES[t])
+            if t == _PUBLISH:
+                return self._on_publish(p)
+            if t == _SUBACK or t == _UNSUBACK:
+                req = self._pending.get(p.pid)
+                i = self.flights.find(p.pid)
+                if req is None or i < 0:
+                    self.unsolicited += 1
+                    return
+                topics = req[1]
+                if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
+                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
+                if p.codes is not None and len(p.codes) != len(topics):
+                    raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
+                                                                                  len(topics)))
+                del self._pending[p.pid]
+                self.flights.mark(i, 0)  # (FREE)
+                if t == _SUBACK:
+                    for k in range(len(topics)):
+                        if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                            f = topics[k][0]
+                            self.subs.pop(f, None)
+                            hs = []  # (a comprehension would close over f: a cell per call of this hot function)
+                            for h in self._handlers:
+                                if h[0] != f:
+                                    hs.append(h)
+                            self._handlers = hs
+                return self.on_event(t, p, 0)
+            if t == _PINGRESP:
+                self.pinging = False
                 return
-        t = first >> 4
-        if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual ack
-            # QoS 1/2: the application keeps the message until ack(), so it gets its own)
-            return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6 and
-                                                 self.manual_ack else self._msg, self.version))
-        if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
-            raise protocol_error("a server never sends %s" % NAMES[t])
-        p = decode(self._inmv[pos:pos + total], self.version)
-        if self.state == CONNECTING:
-            if t == _CONNACK:
-                return self._on_connack(p)
-            if t != _AUTH:  # (AUTH: Session5)
-                raise protocol_error("%s before CONNACK" % NAMES[t])
-        if t == _PUBLISH:
-            self._on_publish(p)
-        elif _PUBACK <= t <= _PUBCOMP:
-            if t == _PUBREL:
-                self._on_pubrel(p.pid)
-            else:
-                self._on_ack(t, p.pid, p.reason)
-        elif t == _SUBACK or t == _UNSUBACK:
-            req = self._pending.get(p.pid)
-            i = self.flights.find(p.pid)
-            if req is None or i < 0:
-                self.unsolicited += 1
-                return
-            topics = req[1]
-            if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
-                raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
-            if p.codes is not None and len(p.codes) != len(topics):
-                raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes), len(topics)))
-            del self._pending[p.pid]
-            self.flights.free(i)
-            if t == _SUBACK:
-                for k in range(len(topics)):
-                    if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                        f = topics[k][0]
-                        self.subs.pop(f, None)
-                        hs = []  # (a comprehension here would close over f: a cell per call of this hot function)
-                        for h in self._handlers:
-                            if h[0] != f:
-                                hs.append(h)
-                        self._handlers = hs
-            self.on_event(t, p, 0)
-        elif t == _PINGRESP:
-            self.pinging = False
+            if not _PUBACK <= t <= _PUBCOMP:
+                return self._other(t, p)
+            pid = p.pid
+            reason = p.reason
+        f = self.flights
+        if t == _PUBREL:  # the inbound flow table's (below)
+            j = self._rx_find(pid)
+            if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
+                raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
+            if self.hold_pubrel is None or not self.hold_pubrel(pid):
+                self.complete(pid)
+            return
+        r = f.ack(t, pid, reason, self._now)  # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's
+        if r < 0:
+            self.unsolicited += 1
+            if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
+                self._ack_out(_PUBREL, pid, self._not_found)
+            return
+        if not r:
+            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, f.qos[f.find(pid)]))
+        if r == _PUBREL:
+            self._ack_out(_PUBREL, pid)
         else:
-            self._other(t, p)
+            self.on_event(t, pid, reason)
+        self.pump()
 
     def _other(self, t, p):  # Session5: DISCONNECT and AUTH
         raise protocol_error("a server never sends %s" % NAMES[t])
@@ -537,13 +514,6 @@ class Session:
         if q and not later:
             self._ack_out(_PUBACK if q == 1 else _PUBREC, p.pid)
 
-    def _on_pubrel(self, pid):
-        j = self._rx_find(pid)
-        if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
-            raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
-        if self.hold_pubrel is None or not self.hold_pubrel(pid):
-            self.complete(pid)
-
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (see hold_pubrel). False when `out` has no room."""
         if len(self.out) - self.outlen < 8:
@@ -553,29 +523,6 @@ class Session:
             self._rx_remove(j)
         self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else self._not_found)  # an unknown PUBREL still gets its PUBCOMP
         return True
-
-    def _on_ack(self, t, pid, reason):
-        f = self.flights
-        i = f.find(pid)
-        if i < 0 or f.state[i] == _CONTROL:
-            self.unsolicited += 1
-            if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._ack_out(_PUBREL, pid, self._not_found)
-            return
-        st, q = f.state[i], f.qos[i]
-        if (t == _PUBACK and q == 1 and st == _SENT) or (t == _PUBCOMP and q == 2 and st >= _RELEASED):
-            f.free(i)
-            self.on_event(t, pid, reason)
-        elif t == _PUBREC and q == 2 and st >= _SENT:
-            if reason >= 0x80:  # the server refused it: the flow ends here and the slot is free
-                f.free(i)
-                self.on_event(_PUBREC, pid, reason)
-            else:
-                f.mark(i, _RELEASED, self._now)
-                self._ack_out(_PUBREL, pid)
-        else:
-            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, q))
-        self.pump()
 
     # ------------------------------------------------------------ time
 
@@ -609,20 +556,7 @@ class Session:
                 else:
                     wait = max(ka - idle, 1)
         if self.retry_ms:  # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default;
-            f = self.flights  # 0 in Session5: MQTT 5 resends only on a new connection)
-            wait = min(wait, self.retry_ms)
-            for i in range(f.size):
-                st = f.state[i]
-                if st == _SENT or st == _RELEASED:
-                    left = self.retry_ms - ticks_diff(now, f.sent_at[i])
-                    if left > 0:
-                        wait = min(wait, left)
-                    elif st == _SENT:
-                        f.mark(i, _QUEUED)
-                        f.dup[i] = 1
-                    else:
-                        f.mark(i, _RELQ)
-            f.requeue()
+            wait = self.flights.retry(now, self.retry_ms, min(wait, self.retry_ms))  # 0 in Session5)
         self.pump()
         return wait
 
