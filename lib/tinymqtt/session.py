@@ -246,7 +246,7 @@ class Session:
                 if len(self.out) - self.outlen < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
-                self._ack_out(_PUBREL, f.pid[i])
+                self._send(_PUBREL, f.pid[i])
                 continue
             q = f.qos[i]
             if q and f.unacked >= window:
@@ -324,17 +324,17 @@ class Session:
     def ack(self, msg):
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
         Returns False when `out` has no room (write it, then ack again)."""
-        j = self._rx_find(msg.pid)
+        j = self._rx(msg.pid)
         if j < 0 or self._rx_state[j] != _RX_WAIT_APP:
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
         if self._rx_qos[j] == 1:
-            self._rx_remove(j)
-            self._ack_out(_PUBACK, msg.pid)
+            self._rx(msg.pid, 0)
+            self._send(_PUBACK, msg.pid)
         else:
             self._rx_state[j] = _RX_PUBREC
-            self._ack_out(_PUBREC, msg.pid)
+            self._send(_PUBREC, msg.pid)
         return True
 
     # ------------------------------------------------------------ input
@@ -442,7 +442,7 @@ class Session:
             reason = p.reason
         f = self.flights
         if t == _PUBREL:  # the inbound flow table's (below)
-            j = self._rx_find(pid)
+            j = self._rx(pid)
             if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
                 raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
             if self.hold_pubrel is None or not self.hold_pubrel(pid):
@@ -452,12 +452,12 @@ class Session:
         if r < 0:
             self.unsolicited += 1
             if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._ack_out(_PUBREL, pid, self._not_found)
+                self._send(_PUBREL, pid, self._not_found)
             return
         if not r:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, f.qos[f.find(pid)]))
         if r == _PUBREL:
-            self._ack_out(_PUBREL, pid)
+            self._send(_PUBREL, pid)
         else:
             self.on_event(t, pid, reason)
         self.pump()
@@ -474,36 +474,14 @@ class Session:
                 break
         later = q and (self.manual_ack or (self.ack_later and not hit))
         if q == 2 or later:
-            j = self._rx_find(p.pid)
+            j = self._rx(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
                 if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
                     self.reused += 1
                 if self._rx_state[j] == _RX_PUBREC:
-                    self._ack_out(_PUBREC, p.pid)
+                    self._send(_PUBREC, p.pid)
                 return
-            j = self._rx_n
-            if j >= self.receive_maximum:
-                # v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot at our PUBREC and
-                # so overshoots under load; 3.x servers never hear our limit at all. Messages still waiting
-                # for the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC
-                # cost a few bytes each and get a memory bound of 64x (min 1024). Beyond either, the server
-                # gets 0x93 (3.x: the connection just closes).
-                waiting, rm = 0, self.receive_maximum
-                if self.version == _V5:
-                    for k in range(j):
-                        waiting += self._rx_state[k] == _RX_WAIT_APP
-                if waiting >= rm or j >= max(64 * rm, 1024):
-                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
-                                              % (rm, j))
-            if j == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
-                self._rx_pid.append(0)
-                self._rx_qos.append(0)
-                self._rx_state.append(0)
-            self._rx_pid[j], self._rx_qos[j] = p.pid, q
-            self._rx_state[j] = _RX_WAIT_APP if later else _RX_PUBREC
-            self._rx_n += 1
-            if self._rx_index is not None:
-                self._rx_index[p.pid] = j
+            self._rx(p.pid, _RX_WAIT_APP if later else _RX_PUBREC, q)
         hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
@@ -512,16 +490,14 @@ class Session:
         if not hit:
             self.on_event(_PUBLISH, p, 0)
         if q and not later:
-            self._ack_out(_PUBACK if q == 1 else _PUBREC, p.pid)
+            self._send(_PUBACK if q == 1 else _PUBREC, p.pid)
 
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (see hold_pubrel). False when `out` has no room."""
         if len(self.out) - self.outlen < 8:
             return False
-        j = self._rx_find(pid)
-        if j >= 0:
-            self._rx_remove(j)
-        self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else self._not_found)  # an unknown PUBREL still gets its PUBCOMP
+        j = self._rx(pid, 0)
+        self._send(_PUBCOMP, pid, 0 if j >= 0 else self._not_found)  # an unknown PUBREL still gets its PUBCOMP
         return True
 
     # ------------------------------------------------------------ time
@@ -574,31 +550,62 @@ class Session:
 
     # ------------------------------------------------------------ output
 
-    def _send(self, p):
-        self.outlen += encode(self.out, p, self.version, self.outlen)
-        self.last_sent = self._now
-
-    def _ack_out(self, t, pid, reason=0):
-        # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
-        self.outlen = put_ack(self.out, self.outlen, t, pid, reason)
+    def _send(self, p, pid=0, reason=0):
+        # p: a Packet, or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
+        if pid:
+            self.outlen = put_ack(self.out, self.outlen, p, pid, reason)
+        else:
+            self.outlen += encode(self.out, p, self.version, self.outlen)
         self.last_sent = self._now
 
     # ------------------------------------------------------------ inbound flow table
+    # Inbound QoS 2 flows, and QoS 1/2 messages the application acknowledges itself (manual_ack, ack_later):
+    # rows _rx_pid/_rx_qos/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
+    #   PUBLISH --> WAIT_APP (delivered, the application acks later) or PUBREC (QoS 2: PUBREC sent)
+    #   WAIT_APP --ack()--> QoS 1: gone (PUBACK); QoS 2: PUBREC
+    #   PUBREC --PUBREL, complete()--> gone (PUBCOMP)
+    #   a PUBLISH for a pid in the table is a resend: never delivered twice; a new session empties the table.
+    # Our Receive Maximum bounds it: v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot
+    # at our PUBREC and so overshoots under load; 3.x servers never hear our limit at all. Messages waiting for
+    # the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC cost a few bytes
+    # each and get a memory bound of 64x (min 1024). Beyond either, the server gets 0x93 (3.x: the connection
+    # just closes).
 
-    def _rx_find(self, pid):
-        if self._rx_index is not None:
-            return self._rx_index.get(pid, -1)
-        for j in range(self._rx_n):
-            if self._rx_pid[j] == pid:
-                return j
-        return -1
-
-    def _rx_remove(self, j):
-        k = self._rx_n - 1
-        ix = self._rx_index
+    def _rx(self, pid, state=-1, q=0):
+        """The row of inbound flow pid, or -1; state 0 also removes it. state > 0 adds the flow pid (absent: the
+        caller looked) with that state and QoS q, and returns its row."""
+        n, ix = self._rx_n, self._rx_index
+        if state > 0:
+            rm = self.receive_maximum
+            if n >= rm:
+                waiting = 0
+                if self.version == _V5:
+                    for k in range(n):
+                        waiting += self._rx_state[k] == _RX_WAIT_APP
+                if waiting >= rm or n >= max(64 * rm, 1024):
+                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
+                                              % (rm, n))
+            if n == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
+                self._rx_pid.append(0)
+                self._rx_qos.append(0)
+                self._rx_state.append(0)
+            self._rx_pid[n], self._rx_qos[n], self._rx_state[n] = pid, q, state
+            self._rx_n = n + 1
+            if ix is not None:
+                ix[pid] = n
+            return n
         if ix is not None:
-            del ix[self._rx_pid[j]]
-            if j != k:
-                ix[self._rx_pid[k]] = j
-        self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[k], self._rx_qos[k], self._rx_state[k]
-        self._rx_n = k
+            j = ix.get(pid, -1)
+        else:
+            j = n - 1
+            while j >= 0 and self._rx_pid[j] != pid:
+                j -= 1
+        if j >= 0 and not state:  # the last row takes the place of the one removed
+            n -= 1
+            if ix is not None:
+                del ix[pid]
+                if j != n:
+                    ix[self._rx_pid[n]] = j
+            self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[n], self._rx_qos[n], self._rx_state[n]
+            self._rx_n = n
+        return j
