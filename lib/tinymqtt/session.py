@@ -54,8 +54,6 @@ _RX_PUBREC = const(2)  # inbound: PUBREC sent
 _RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
-_V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
-
 
 class Session:
     # The server's limits: a 3.x server announces none (Session5 reads them from CONNACK properties).
@@ -63,6 +61,7 @@ class Session:
     max_qos = 2
     server_max_packet = 268435460
     _cp = None  # CONNECT properties (Session5)
+    expiry_granted = 0  # the Session Expiry Interval in force (Session5: ours, then CONNACK's); 3.x: none
     _not_found = 0  # the reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
@@ -74,7 +73,6 @@ class Session:
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.props = username, password, props
         self.keepalive, self.session_expiry = keepalive, session_expiry
-        self.expiry_granted = session_expiry  # the Session Expiry Interval in force (CONNACK may change it)
         self.receive_maximum, self.topic_alias_maximum = receive_maximum, topic_alias_maximum
         self.send_alias_maximum, self.manual_ack, self.retry_ms = send_alias_maximum, manual_ack, retry_ms
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
@@ -123,9 +121,9 @@ class Session:
         self._now = self.last_sent = self.last_recv = self._connect_at = now
         self.inlen = self.outlen = 0
         self.pinging = False
-        # The first connection starts as asked; later ones resume whatever session the server kept.
-        resumable = self.expiry_granted if self.version == _V5 else not self.clean
-        clean = self.clean and not (self._connected_once and resumable)
+        # The first connection starts as asked; later ones resume whatever session the server kept (3.x: a
+        # clean session ends with its connection, so clean stays as asked).
+        clean = self.clean and not (self._connected_once and self.expiry_granted)
         self._clean_now = clean
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
                           username=self.username, password=self.password, props=self._cp))
@@ -144,8 +142,8 @@ class Session:
 
     def _on_connack(self, p):
         if p.reason:
-            raise ConnectError(_V3_REFUSED.get(p.reason, 0x80), "server refused the connection (return code %d)"
-                               % p.reason)
+            raise ConnectError(b"\x80\x84\x85\x88\x86\x87"[p.reason],  # 3.x return codes 1-5 (decode() refuses more)
+                               "server refused the connection (return code %d)" % p.reason)
         # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
         self._connacked(p, p.session_present or (self.version == 3 and not self._clean_now))
 
@@ -516,21 +514,18 @@ class Session:
         wait = 60000
         ka = self.keepalive_ms
         if ka:
+            half = max(ka // 2, 500)  # a PINGRESP must come within half a keepalive: dead links show in 1.5x
             if self.pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
                 self._ping_at = now  # deadline starts again once reading resumes
-                wait = max(ka // 2, 500)
-            elif self.pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
-                left = max(ka // 2, 500) - ticks_diff(now, self._ping_at)
-                if left <= 0:
+                wait = half
+            elif self.pinging:
+                wait = half - ticks_diff(now, self._ping_at)
+                if wait <= 0:
                     self.state = DISCONNECTED
-                    raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % max(ka // 2, 500))
-                wait = left
+                    raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % half)
             else:
                 idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
-                if idle >= ka and self.ping(now):
-                    wait = max(ka // 2, 500)
-                else:
-                    wait = max(ka - idle, 1)
+                wait = half if idle >= ka and self.ping(now) else max(ka - idle, 1)
         if self.retry_ms:  # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default;
             wait = self.flights.retry(now, self.retry_ms, min(wait, self.retry_ms))  # 0 in Session5)
         self.pump()

@@ -44,6 +44,7 @@ class Session5(Session):
             raise LocalProtocolError(0x84, "Session5 speaks MQTT 5 only; 3.1 and 3.1.1 are session.Session")
         v5()  # the properties module loads now; a build without it (profile mqtt311) refuses here
         Session.__init__(self, version=_V5, **options)
+        self.expiry_granted = self.session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self._room = 0  # alias room of the PUBLISH _plen() sized last
