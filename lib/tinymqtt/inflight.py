@@ -15,8 +15,18 @@ from tinymqtt.packets import Packet
 #   delivery again); RELEASED, RELQ -> FREE and event PUBCOMP (the server took the message over before).
 #   CONTROL, a packet id lent to a SUBSCRIBE/UNSUBSCRIBE: FREE on its SUBACK/UNSUBACK or on a new connection.
 # SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
-FREE, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL = 0, 1, 2, 3, 4, 5, 6
-LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
+try:
+    from micropython import const  # the names stay importable; this module's code uses them as literals
+except ImportError:  # CPython
+    const = int
+FREE = const(0)
+QUEUED = const(1)
+RESEND = const(2)
+SENT = const(3)
+RELEASED = const(4)
+RELQ = const(5)
+CONTROL = const(6)
+LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
 
 
 def ticks_diff(a, b):
@@ -112,7 +122,10 @@ class Inflight:
 
     def in_order(self):
         """Slots in use, oldest first (used on reconnect, where allocating a list is fine)."""
-        used = [i for i in range(self.size) if self.state[i]]
+        used = []
+        for i in range(self.size):
+            if self.state[i]:
+                used.append(i)
         used.sort(key=lambda i: self.seq[i])
         return used
 

@@ -280,7 +280,8 @@ class Session:
         for f, o in topics:
             self.subs[f] = (o, props)
             if handler:
-                self._handlers = [h for h in self._handlers if h[0] != f] + [(f, handler)]
+                self._unhandle((f,))
+                self._handlers.append((f, handler))
         if self.state != CONNECTED:
             self._resub = True
             return 0
@@ -289,8 +290,16 @@ class Session:
     def unsubscribe(self, filters, props=None):
         for f in filters:
             self.subs.pop(f, None)
-        self._handlers = [h for h in self._handlers if h[0] not in filters]
+        self._unhandle(filters)
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
+
+    def _unhandle(self, filters):
+        # A new list without the handlers of these filters (one that _on_publish is walking stays as it was).
+        hs = []  # (a comprehension would close over filters: a cell per call)
+        for h in self._handlers:
+            if h[0] not in filters:
+                hs.append(h)
+        self._handlers = hs
 
     def _request(self, t, topics, props):
         pid = self.flights.add(None, None, 3, 0, None)  # qos 3: the slot only lends its packet id
@@ -310,7 +319,10 @@ class Session:
     def _resub_more(self):
         todo = self._resub_todo
         while todo:
-            topics = [t for t in todo[0][0] if t[0] in self.subs]  # not what was unsubscribed meanwhile
+            topics = []
+            for t in todo[0][0]:
+                if t[0] in self.subs:  # not what was unsubscribed meanwhile
+                    topics.append(t)
             props = todo[0][1]
             if topics:
                 if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
@@ -423,13 +435,8 @@ class Session:
                 if t == _SUBACK:
                     for k in range(len(topics)):
                         if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                            f = topics[k][0]
-                            self.subs.pop(f, None)
-                            hs = []  # (a comprehension would close over f: a cell per call of this hot function)
-                            for h in self._handlers:
-                                if h[0] != f:
-                                    hs.append(h)
-                            self._handlers = hs
+                            self.subs.pop(topics[k][0], None)
+                            self._unhandle((topics[k][0],))
                 return self.on_event(t, p, 0)
             if t == _PINGRESP:
                 self.pinging = False
