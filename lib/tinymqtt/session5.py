@@ -97,7 +97,7 @@ class Session5(Session):
         self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
         if _ASSIGNED_CLIENT_IDENTIFIER in pr:
             self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
-        self._connacked(p, p.session_present)
+        Session._on_connack(self, p)
 
     def _fail(self, e):
         # The server broke the rules: tell it why before the driver closes the connection.
