@@ -210,7 +210,7 @@ def read_publish(mv, pos, end, m, version):
                 _next = (_next + 1) & 7
     i = te + 2 if q else te
     if i + (version == V5) > end:
-        raise malformed("packet ends inside the PUBLISH packet identifier or property length")
+        raise malformed("packet ends inside the packet identifier or the property length")
     m.pid = mv[te] << 8 | mv[te + 1] if q else 0
     if q and not m.pid:
         raise malformed("packet identifier 0")

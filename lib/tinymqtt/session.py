@@ -142,9 +142,9 @@ class Session:
 
     def _on_connack(self, p):
         # (Session5 reads its CONNACK's reason code and properties first, then comes here.)
-        if p.reason:
-            raise ConnectError(b"\x80\x84\x85\x88\x86\x87"[p.reason],  # 3.x return codes 1-5 (decode() refuses more)
-                               "server refused the connection (return code %d)" % p.reason)
+        if p.reason:  # 3.x return codes 1-5 as v5 reason codes (decode() refuses more)
+            raise ConnectError(b"\x80\x84\x85\x88\x86\x87"[p.reason], "server refused the connection (return code %d)"
+                               % p.reason)
         # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4). 3.1 has no
         # session-present flag: a non-clean connection resumes what the server kept.
         present = p.session_present or (self.version == 3 and not self._clean_now)
