@@ -1,20 +1,51 @@
 # Outbound messages of the session, from publish() until their QoS flow completes: preallocated slots, so
 # a steady stream of publishes allocates nothing. A packet id maps to slot pid % size, which makes ack
 # lookup O(1); a message keeps its full topic (never an alias) and a reference to the caller's payload.
+# Every state transition of an outbound flow is here (pump() only sends what a slot's state says to send).
+from tinymqtt.packets import Packet
 
-# QUEUED: PUBLISH not yet (re)sent (offline, window full, or resend after reconnect: then dup is set).
-# SENT: awaiting PUBACK/PUBREC. RELEASED: PUBREL sent, awaiting PUBCOMP. RELQ: PUBREL to resend.
-# CONTROL: a packet id lent to a SUBSCRIBE/UNSUBSCRIBE awaiting its ack.
-FREE, QUEUED, SENT, RELEASED, RELQ, CONTROL = 0, 1, 2, 3, 4, 5
+# The states of a slot, and what moves it (MQTT 4.3; a retry resends with DUP set, a PUBREL as it was):
+#
+#   publish() -> QUEUED --pump(): PUBLISH--> SENT --PUBACK (QoS 1)---------------------------------> FREE
+#                  | QoS 0: FREE once sent      | --PUBREC (QoS 2)--> RELEASED (PUBREL sent) --PUBCOMP--> FREE
+#                                               | --PUBREC >= 0x80 (refused)-----------------------------> FREE
+#   retry (a new connection keeping the session; the 3.x timer): SENT -> RESEND --pump(): PUBLISH, DUP--> SENT
+#                                                                RELEASED -> RELQ --pump(): PUBREL--> RELEASED
+#   a new connection without the session: SENT, RESEND -> FREE and event LOST (republish_lost: QUEUED, a first
+#   delivery again); RELEASED, RELQ -> FREE and event PUBCOMP (the server took the message over before).
+#   CONTROL, a packet id lent to a SUBSCRIBE/UNSUBSCRIBE: FREE on its SUBACK/UNSUBACK or on a new connection.
+# SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
+try:
+    from micropython import const  # the names stay importable; this module's code uses them as literals
+except ImportError:  # CPython
+    const = int
+FREE = const(0)
+QUEUED = const(1)
+RESEND = const(2)
+SENT = const(3)
+RELEASED = const(4)
+RELQ = const(5)
+CONTROL = const(6)
+LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
+
+
+def ticks_diff(a, b):
+    """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
+    CPython the same). Every constant is below 2**30, a small int on 32-bit builds (31-bit small ints), so
+    this allocates nothing there; any clock whose period is a multiple of 2**30 (64-bit builds) works too."""
+    d = (a - b) & 0x3FFFFFFF
+    if d & 0x20000000:  # past half the period: a - b was negative
+        d -= 0x20000000
+        d -= 0x20000000
+    return d
 
 
 class Inflight:
     def __init__(self, size):
         self.size = size
         self.state = bytearray(size)
-        self.qos = bytearray(size)
+        self.qos = bytearray(size)  # 0-2; 3 for CONTROL
         self.retain = bytearray(size)
-        self.dup = bytearray(size)
         self.pid = [0] * size
         self.seq = [0] * size  # publish order: queued messages go out, and resends happen, in this order
         self.sent_at = [0] * size
@@ -22,14 +53,15 @@ class Inflight:
         self.payload = [None] * size
         self.props = [None] * size
         self.count = 0  # slots in use
-        self.unacked = 0  # QoS>0 messages on the wire (SENT or RELEASED): what Receive Maximum limits
+        self.unacked = 0  # QoS>0 messages on the wire (SENT, RELEASED, RELQ): what Receive Maximum limits
         self._next_pid = 0
         self._seq = 0
-        self._ring = [0] * size  # QUEUED slots, oldest first: each slot is in it at most once
+        self._ring = [0] * size  # QUEUED, RESEND and RELQ slots, oldest first: each slot is in it at most once
         self._head = self._len = 0
 
     def add(self, topic, payload, qos, retain, props):
-        """Stores a message as QUEUED; returns its slot, or -1 when every slot is taken."""
+        """Stores a message as QUEUED (qos 3: lends its packet id to a SUBSCRIBE/UNSUBSCRIBE, CONTROL); returns its
+        slot, or -1 when every slot is taken."""
         if self.count == self.size:
             return -1
         size, pid = self.size, self._next_pid
@@ -39,10 +71,9 @@ class Inflight:
                 break
         self._next_pid = pid
         i = pid % size
-        self.state[i] = QUEUED  # one store a line: MicroPython builds a tuple for 4+ targets
+        self.state[i] = CONTROL if qos > 2 else QUEUED  # one store a line: MicroPython builds a tuple for 4+ targets
         self.qos[i] = qos
         self.retain[i] = retain
-        self.dup[i] = 0
         self.pid[i] = pid if qos else 0
         self.topic[i], self.payload[i], self.props[i] = topic, payload, props
         self._seq += 1
@@ -53,37 +84,26 @@ class Inflight:
             self._len += 1
         return i
 
-    def reserve(self):
-        """Lends an unused packet id to a SUBSCRIBE/UNSUBSCRIBE; returns it, or -1 when no slot is free."""
-        i = self.add(None, None, 3, 0, None)
-        if i < 0:
-            return -1
-        self.state[i] = CONTROL
-        return self.pid[i]
-
     def next_queued(self):
-        """Slot of the oldest QUEUED message, or -1. It stays first until it leaves the QUEUED state."""
+        """Slot of the oldest message to send (QUEUED, RESEND or RELQ), or -1. It stays first until it leaves
+        those states (pump() sends it: the next call drops it from the queue)."""
         while self._len:
             i = self._ring[self._head]
-            if self.state[i] == QUEUED or self.state[i] == RELQ:
+            st = self.state[i]
+            if st == QUEUED or st == RESEND or st == RELQ:
                 return i
             self._head = (self._head + 1) % self.size
             self._len -= 1
         return -1
 
-    def pop_queued(self):
-        """Drops the head of the queue once the caller has sent it."""
-        self._head = (self._head + 1) % self.size
-        self._len -= 1
-
     def requeue(self):
-        """Rebuilds the queue after a reconnect: PUBREL resends first (they never wait for the window, so
-        they must not sit behind a PUBLISH that does), then PUBLISHes in publish order."""
+        """Rebuilds the queue after a resend: PUBREL resends first (they never wait for the window, so they must
+        not sit behind a PUBLISH that does), then PUBLISHes in publish order."""
         self._head = self._len = 0
         order = self.in_order()
         for st in (RELQ, QUEUED):
             for i in order:
-                if self.state[i] == st:
+                if self.state[i] == st or (st == QUEUED and self.state[i] == RESEND):
                     self._ring[self._len] = i
                     self._len += 1
 
@@ -92,19 +112,80 @@ class Inflight:
         return i if self.state[i] and self.pid[i] == pid else -1
 
     def mark(self, i, state, now=0):
-        # unacked counts the slots on the wire: SENT, RELEASED, RELQ
+        # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
         self.unacked += (SENT <= state <= RELQ) - (SENT <= self.state[i] <= RELQ)
         self.state[i] = state
         self.sent_at[i] = now
-
-    def free(self, i):
-        self.unacked -= SENT <= self.state[i] <= RELQ
-        self.state[i] = FREE
-        self.topic[i] = self.payload[i] = self.props[i] = None
-        self.count -= 1
+        if not state:
+            self.topic[i] = self.payload[i] = self.props[i] = None
+            self.count -= 1
 
     def in_order(self):
         """Slots in use, oldest first (used on reconnect, where allocating a list is fine)."""
-        used = [i for i in range(self.size) if self.state[i]]
+        used = []
+        for i in range(self.size):
+            if self.state[i]:
+                used.append(i)
         used.sort(key=lambda i: self.seq[i])
         return used
+
+    # ------------------------------------------------------------ the events (see the diagram above)
+
+    def ack(self, t, pid, reason, now):
+        """PUBACK (4), PUBREC (5) or PUBCOMP (7) for pid. Returns -1 when pid is not a message in flight (the
+        session counts it), 0 when its flow expects no such ack (a protocol error), 6 when the flow goes on with
+        a PUBREL, else t: the flow ended and its slot is free (a PUBREC with a reason code >= 0x80 ends it)."""
+        i = self.find(pid)
+        st = self.state[i] if i >= 0 else CONTROL
+        if st == CONTROL:
+            return -1
+        q = self.qos[i]
+        if t == 5 and q == 2 and st >= SENT and reason < 0x80:
+            self.mark(i, RELEASED, now)
+            return 6
+        if (t == 4 and q == 1 and st == SENT) or (t == 7 and q == 2 and st >= RELEASED) or (t == 5 and q == 2 and
+                                                                                             st >= SENT):
+            self.mark(i, FREE)
+            return t
+        return 0
+
+    def retry(self, now, ms, wait):
+        """The 3.x retry timer: flows on the wire for ms are sent again. Returns the ms until the next one is
+        due, at most wait."""
+        for i in range(self.size):
+            st = self.state[i]
+            if st == SENT or st == RELEASED:
+                left = ms - ticks_diff(now, self.sent_at[i])
+                if left > 0:
+                    wait = min(wait, left)
+                else:
+                    self.mark(i, RESEND if st == SENT else RELQ)
+        self.requeue()
+        return wait
+
+    def renew(self, present, republish, on_event):
+        """A new connection, with the session the server kept (present) or without. Tells on_event(ev, value, 0)
+        of each flow that ended with the old session; returns the packet ids that were lent to SUBSCRIBE or
+        UNSUBSCRIBE (their slots are free now: the session asks again)."""
+        ids = []
+        for i in self.in_order():
+            st = self.state[i]
+            if st == CONTROL:
+                ids.append(self.pid[i])
+                self.mark(i, FREE)
+            elif present:
+                if st == SENT or st == RELEASED:
+                    self.mark(i, RESEND if st == SENT else RELQ)
+            elif st == SENT or st == RESEND:  # sent before: the session that may have it is gone
+                if republish:
+                    self.mark(i, QUEUED)
+                else:
+                    msg = Packet(3, topic=self.topic[i].decode(), payload=self.payload[i], qos=self.qos[i],
+                                 retain=bool(self.retain[i]), props=self.props[i], pid=self.pid[i])
+                    self.mark(i, FREE)
+                    on_event(LOST, msg, 0)
+            elif st >= RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over
+                self.mark(i, FREE)
+                on_event(7, self.pid[i], 0)
+        self.requeue()
+        return ids

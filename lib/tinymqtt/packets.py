@@ -26,8 +26,10 @@ def v5():
 
 try:
     from micropython import const  # the constants below become literals in this module's code
+    _CACHE = True  # read_publish recognises recent topics by their bytes (CPython decodes each: cheaper there)
 except ImportError:  # CPython
     const = int
+    _CACHE = False
 
 CONNECT = const(1)
 CONNACK = const(2)
@@ -66,6 +68,7 @@ class Packet:
     qos = 0
     retain = False
     dup = False
+    alias = -1  # a received PUBLISH's Topic Alias (read_publish), -1 without one
     topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
     session_present = False
@@ -121,17 +124,14 @@ def decode(mv, version=V5):
     i = 2
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
-    r = Reader(mv, i, n)
     p = Packet(t)
     if t == PUBLISH:
-        q = f >> 1 & 3
-        if q == 3 or (f & 8 and not q):
-            raise malformed("PUBLISH with QoS 3, or DUP on QoS 0")
-        p.qos, p.dup, p.retain = q, bool(f & 8), bool(f & 1)
-        p.topic = s = r.str("topic name")
-        if "+" in s or "#" in s:
-            raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
-    elif t == CONNACK:
+        read_publish(mv, 0, n, p, version)
+        if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
+            p.props = {0x23: p.alias}
+        return p
+    r = Reader(mv, i, n)
+    if t == CONNACK:
         c = r.u8()
         if version == V31:
             c = 0  # 3.1: the first byte is unused
@@ -140,7 +140,7 @@ def decode(mv, version=V5):
             p.reason = r.u8()
         if c & 0xFE or p.reason > 5 and version < V5:
             raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
-    if PUBLISH < t < PINGREQ or p.qos:  # PUBACK..UNSUBACK, and a PUBLISH at QoS 1 or 2
+    if PUBLISH < t < PINGREQ:  # PUBACK..UNSUBACK
         p.pid = r.u16()
         if not p.pid:
             raise malformed("packet identifier 0")
@@ -157,16 +157,99 @@ def decode(mv, version=V5):
         # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
         if not c or c.strip(b"\0\1\2\x80" if version == V311 else b"\0\1\2"):
             raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
-    if t == PUBLISH:
-        if not s and not (p.props and 0x23 in p.props):  # 0x23: Topic Alias
-            raise protocol_error("empty topic name without a topic alias")
-        p.payload = mv[r.pos:n]
-        r.pos = n
-    elif t == CONNACK and p.reason and p.session_present:
+    if t == CONNACK and p.reason and p.session_present:
         raise protocol_error("CONNACK refuses the connection but says session present")
     if r.pos != n:
         raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
     return p
+
+
+# A topic read lately is recognised by its bytes on MicroPython (_CACHE), so a steady stream of messages builds no
+# str. A pure cache: bytes in, the validated str out.
+_TOPICS = [None] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str
+_next = 0  # the entry the next new topic replaces
+
+
+def read_publish(mv, pos, end, m, version):
+    """Reads the PUBLISH framed at mv[pos:end] into Packet m and returns m (the session reuses one m, so this is
+    its receive path): on MicroPython nothing is allocated but the payload view when the topic was read lately
+    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises as decode() does."""
+    global _next
+    f = mv[pos] & 15
+    q = f >> 1 & 3
+    if q == 3 or (f & 8 and not q):
+        raise malformed("PUBLISH with QoS 3, or DUP on QoS 0")
+    i = pos + 2
+    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+        i += 1
+    ts = i + 2
+    if ts > end:
+        raise malformed("packet ends inside topic name")
+    te = ts + (mv[i] << 8 | mv[i + 1])
+    s = ""
+    if te > ts:
+        s = None
+        if _CACHE and te <= end:
+            n = te - ts
+            for k in range(8):
+                b = _TOPICS[k]
+                if b is not None and len(b) == n:
+                    j = 0
+                    while j < n and b[j] == mv[ts + j]:
+                        j += 1
+                    if j == n:
+                        s = _TOPICS[k + 8]
+                        break
+        if s is None:
+            s = Reader(mv, i, end).str("topic name")
+            if "+" in s or "#" in s:
+                raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
+            if _CACHE:
+                _TOPICS[_next] = bytes(mv[ts:te])
+                _TOPICS[_next + 8] = s
+                _next = (_next + 1) & 7
+    i = te + 2 if q else te
+    if i + (version == V5) > end:
+        raise malformed("packet ends inside the packet identifier or the property length")
+    m.pid = mv[te] << 8 | mv[te + 1] if q else 0
+    if q and not m.pid:
+        raise malformed("packet identifier 0")
+    a = -1
+    m.props = None
+    if version == V5:
+        if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # a Topic Alias alone
+            a = mv[i + 2] << 8 | mv[i + 3]
+            i += 4
+        elif mv[i]:
+            r = Reader(mv, i, end)
+            m.props = v5().read(r, PUBLISH) or None
+            i = r.pos
+            if m.props:
+                a = m.props.get(0x23, -1)
+        else:
+            i += 1
+    if not s and a < 0:
+        raise protocol_error("empty topic name without a topic alias")
+    m.topic = s
+    m.alias = a
+    m.qos = q
+    m.dup = f & 8 != 0
+    m.retain = f & 1 != 0
+    m.payload = mv[i:end]
+    return m
+
+
+def put_ack(buf, off, t, pid, reason=0):
+    """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
+    and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
+    buf[off] = t << 4 | (2 if t == PUBREL else 0)
+    buf[off + 1] = 3 if reason else 2
+    buf[off + 2] = pid >> 8
+    buf[off + 3] = pid & 0xFF
+    if reason:
+        buf[off + 4] = reason
+        return off + 5
+    return off + 4
 
 
 # ---------------------------------------------------------------- encoding

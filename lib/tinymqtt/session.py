@@ -14,8 +14,8 @@
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
 from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
                              protocol_error)
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, NAMES
-from tinymqtt.inflight import Inflight
+from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
+from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
 
@@ -25,8 +25,8 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-# Packet types (packets.py), in-flight slot states (inflight.py) and the one MQTT 5 property read in place, as
-# compile-time constants: an imported name would cost a global, its name and a lookup at every use.
+# Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
+# would cost a global, its name and a lookup at every use.
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -43,38 +43,16 @@ _PINGREQ = const(12)
 _PINGRESP = const(13)
 _DISCONNECT = const(14)
 _AUTH = const(15)
-_QUEUED = const(1)
-_SENT = const(2)
-_RELEASED = const(3)
-_RELQ = const(4)
-_CONTROL = const(5)
-_TOPIC_ALIAS = const(0x23)
-
-try:
-    import sys
-    _CPYTHON = sys.implementation.name == "cpython"  # there, decoding a topic is cheaper than a cache
-except (ImportError, AttributeError):
-    _CPYTHON = False
+_RESEND = const(2)
+_SENT = const(3)
+_RELEASED = const(4)
+_RELQ = const(5)
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
-LOST = 16  # event: a message the server never acknowledged, dropped with a session that is gone
 _RX_WAIT_APP = const(1)  # inbound: delivered, awaiting the application's ack
 _RX_PUBREC = const(2)  # inbound: PUBREC sent
 _RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
-
-_V3_REFUSED = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
-
-
-def ticks_diff(a, b):
-    """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
-    CPython the same). Every constant is below 2**30, a small int on 32-bit builds (31-bit small ints), so
-    this allocates nothing there; any clock whose period is a multiple of 2**30 (64-bit builds) works too."""
-    d = (a - b) & 0x3FFFFFFF
-    if d & 0x20000000:  # past half the period: a - b was negative
-        d -= 0x20000000
-        d -= 0x20000000
-    return d
 
 
 class Session:
@@ -83,6 +61,8 @@ class Session:
     max_qos = 2
     server_max_packet = 268435460
     _cp = None  # CONNECT properties (Session5)
+    expiry_granted = 0  # the Session Expiry Interval in force (Session5: ours, then CONNACK's); 3.x: none
+    _not_found = 0  # the reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
@@ -93,7 +73,6 @@ class Session:
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.props = username, password, props
         self.keepalive, self.session_expiry = keepalive, session_expiry
-        self.expiry_granted = session_expiry  # the Session Expiry Interval in force (CONNACK may change it)
         self.receive_maximum, self.topic_alias_maximum = receive_maximum, topic_alias_maximum
         self.send_alias_maximum, self.manual_ack, self.retry_ms = send_alias_maximum, manual_ack, retry_ms
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
@@ -101,12 +80,9 @@ class Session:
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
         self.inlen = 0
         self._inmv = memoryview(self.inbuf)
-        # Received messages reuse one Packet (valid only while it is being delivered) and recently seen
-        # topics are recognised by their bytes, so a steady stream of messages allocates almost nothing.
-        self._msg = Packet(_PUBLISH, topic="", payload=b"", qos=0, dup=False, retain=False, pid=0, props=None)
-        self._rxt_b = [None] * 8
-        self._rxt_s = [None] * 8
-        self._rxt_next = 0
+        # Received messages reuse one Packet (valid only while it is being delivered), read in place by
+        # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
+        self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
         self.flights = Inflight(max_inflight)
@@ -145,9 +121,9 @@ class Session:
         self._now = self.last_sent = self.last_recv = self._connect_at = now
         self.inlen = self.outlen = 0
         self.pinging = False
-        # The first connection starts as asked; later ones resume whatever session the server kept.
-        resumable = self.expiry_granted if self.version == _V5 else not self.clean
-        clean = self.clean and not (self._connected_once and resumable)
+        # The first connection starts as asked; later ones resume whatever session the server kept (3.x: a
+        # clean session ends with its connection, so clean stays as asked).
+        clean = self.clean and not (self._connected_once and self.expiry_granted)
         self._clean_now = clean
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
                           username=self.username, password=self.password, props=self._cp))
@@ -165,49 +141,24 @@ class Session:
         self.state = DISCONNECTED
 
     def _on_connack(self, p):
-        if p.reason:
-            raise ConnectError(_V3_REFUSED.get(p.reason, 0x80), "server refused the connection (return code %d)"
+        # (Session5 reads its CONNACK's reason code and properties first, then comes here.)
+        if p.reason:  # 3.x return codes 1-5 as v5 reason codes (decode() refuses more)
+            raise ConnectError(b"\x80\x84\x85\x88\x86\x87"[p.reason], "server refused the connection (return code %d)"
                                % p.reason)
-        # 3.1 has no session-present flag: a non-clean connection resumes what the server kept.
-        self._connacked(p, p.session_present or (self.version == 3 and not self._clean_now))
-
-    def _connacked(self, p, present):
-        # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4).
+        # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4). 3.1 has no
+        # session-present flag: a non-clean connection resumes what the server kept.
+        present = p.session_present or (self.version == 3 and not self._clean_now)
         if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
             raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
         self.state = CONNECTED
         self._connected_once = True
-        f = self.flights
         unsub = []
-        for i in f.in_order():
-            st = f.state[i]
-            if st == _CONTROL:  # an unanswered SUBSCRIBE/UNSUBSCRIBE: ask again below
-                req = self._pending.get(f.pid[i])
-                if req and req[0] == _UNSUBSCRIBE:
-                    unsub.append(req)
-                f.free(i)
-                self._resub = True
-            elif (st == _SENT or (st == _QUEUED and f.dup[i])) and not present:
-                # Sent before (a DUP resend still queued counts): the session that may have it is gone.
-                if self.republish_lost:
-                    f.mark(i, _QUEUED)
-                    f.dup[i] = 0  # a first delivery to the new session
-                else:
-                    msg = Packet(_PUBLISH, topic=f.topic[i].decode(), payload=f.payload[i], qos=f.qos[i],
-                                 retain=bool(f.retain[i]), props=f.props[i], pid=f.pid[i])
-                    f.free(i)
-                    self.on_event(LOST, msg, 0)
-            elif st >= _RELEASED and st <= _RELQ and not present:
-                pid = f.pid[i]  # past PUBREC: the server took the message over before the session ended
-                f.free(i)
-                self.on_event(_PUBCOMP, pid, 0)
-            elif st == _SENT:
-                f.mark(i, _QUEUED)
-                f.dup[i] = 1
-            elif st == _RELEASED:
-                f.mark(i, _RELQ)
-        f.requeue()
+        for pid in self.flights.renew(present, self.republish_lost, self.on_event):
+            req = self._pending.get(pid)  # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again below
+            if req and req[0] == _UNSUBSCRIBE:
+                unsub.append(req)
+            self._resub = True
         self._pending = {}
         if not present:
             self._rx_n = 0
@@ -291,23 +242,18 @@ class Session:
             if f.state[i] == _RELQ:
                 if len(self.out) - self.outlen < 8:
                     return
-                f.pop_queued()
                 f.mark(i, _RELEASED, self._now)
-                self._ack_out(_PUBREL, f.pid[i])
+                self._send(_PUBREL, f.pid[i])
                 continue
             q = f.qos[i]
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            dup = f.dup[i]
+            dup = f.state[i] == _RESEND
             if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
                 return
-            f.pop_queued()
             self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr)
-            if q:
-                f.mark(i, _SENT, self._now)
-            else:
-                f.free(i)
+            f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
 
     def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
         # Writes the PUBLISH that _plen() just sized into `out`.
@@ -333,7 +279,8 @@ class Session:
         for f, o in topics:
             self.subs[f] = (o, props)
             if handler:
-                self._handlers = [h for h in self._handlers if h[0] != f] + [(f, handler)]
+                self._unhandle((f,))
+                self._handlers.append((f, handler))
         if self.state != CONNECTED:
             self._resub = True
             return 0
@@ -342,13 +289,22 @@ class Session:
     def unsubscribe(self, filters, props=None):
         for f in filters:
             self.subs.pop(f, None)
-        self._handlers = [h for h in self._handlers if h[0] not in filters]
+        self._unhandle(filters)
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
 
+    def _unhandle(self, filters):
+        # A new list without the handlers of these filters (one that _on_publish is walking stays as it was).
+        hs = []  # (a comprehension would close over filters: a cell per call)
+        for h in self._handlers:
+            if h[0] not in filters:
+                hs.append(h)
+        self._handlers = hs
+
     def _request(self, t, topics, props):
-        pid = self.flights.reserve()
+        pid = self.flights.add(None, None, 3, 0, None)  # qos 3: the slot only lends its packet id
         if pid < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
+        pid = self.flights.pid[pid]
         self._pending[pid] = (t, topics, props)
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
@@ -362,7 +318,10 @@ class Session:
     def _resub_more(self):
         todo = self._resub_todo
         while todo:
-            topics = [t for t in todo[0][0] if t[0] in self.subs]  # not what was unsubscribed meanwhile
+            topics = []
+            for t in todo[0][0]:
+                if t[0] in self.subs:  # not what was unsubscribed meanwhile
+                    topics.append(t)
             props = todo[0][1]
             if topics:
                 if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
@@ -374,17 +333,17 @@ class Session:
     def ack(self, msg):
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
         Returns False when `out` has no room (write it, then ack again)."""
-        j = self._rx_find(msg.pid)
+        j = self._rx(msg.pid)
         if j < 0 or self._rx_state[j] != _RX_WAIT_APP:
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
         if self._rx_qos[j] == 1:
-            self._rx_remove(j)
-            self._ack_out(_PUBACK, msg.pid)
+            self._rx(msg.pid, 0)
+            self._send(_PUBACK, msg.pid)
         else:
             self._rx_state[j] = _RX_PUBREC
-            self._ack_out(_PUBREC, msg.pid)
+            self._send(_PUBREC, msg.pid)
         return True
 
     # ------------------------------------------------------------ input
@@ -431,6 +390,8 @@ class Session:
 
     def _packet(self, buf, pos, total):
         first = buf[pos]
+        t = first >> 4
+        pid = 0
         if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
             # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
             # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
@@ -441,144 +402,75 @@ class Session:
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
                 if not pid:
                     raise malformed("packet identifier 0")
-                if first == 0x62:
-                    self._on_pubrel(pid)
-                else:
-                    self._on_ack(first >> 4, pid, reason)
+        if not pid:
+            if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual
+                # ack QoS 1/2: the application keeps the message until ack(), so it gets its own)
+                return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6
+                                                     and self.manual_ack else self._msg, self.version))
+            if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
+                raise protocol_error("a server never sends %s" % NAMES[t])
+            p = decode(self._inmv[pos:pos + total], self.version)
+            if self.state == CONNECTING:
+                if t == _CONNACK:
+                    return self._on_connack(p)
+                if t != _AUTH:  # (AUTH: Session5)
+                    raise protocol_error("%s before CONNACK" % NAMES[t])
+            if t == _PUBLISH:
+                return self._on_publish(p)
+            if t == _SUBACK or t == _UNSUBACK:
+                req = self._pending.get(p.pid)
+                i = self.flights.find(p.pid)
+                if req is None or i < 0:
+                    self.unsolicited += 1
+                    return
+                topics = req[1]
+                if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
+                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
+                if p.codes is not None and len(p.codes) != len(topics):
+                    raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
+                                                                                  len(topics)))
+                del self._pending[p.pid]
+                self.flights.mark(i, 0)  # (FREE)
+                if t == _SUBACK:
+                    for k in range(len(topics)):
+                        if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                            self.subs.pop(topics[k][0], None)
+                            self._unhandle((topics[k][0],))
+                return self.on_event(t, p, 0)
+            if t == _PINGRESP:
+                self.pinging = False
                 return
-        if first >> 4 == _PUBLISH and self.state == CONNECTED and self._fast_publish(buf, pos, pos + total):
+            if not _PUBACK <= t <= _PUBCOMP:
+                return self._other(t, p)
+            pid = p.pid
+            reason = p.reason
+        f = self.flights
+        if t == _PUBREL:  # the inbound flow table's (below)
+            j = self._rx(pid)
+            if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
+                raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
+            if self.hold_pubrel is None or not self.hold_pubrel(pid):
+                self.complete(pid)
             return
-        t = first >> 4
-        if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
-            raise protocol_error("a server never sends %s" % NAMES[t])
-        p = decode(self._inmv[pos:pos + total], self.version)
-        if self.state == CONNECTING:
-            if t == _CONNACK:
-                return self._on_connack(p)
-            if t != _AUTH:  # (AUTH: Session5)
-                raise protocol_error("%s before CONNACK" % NAMES[t])
-        if t == _PUBLISH:
-            self._on_publish(p)
-        elif _PUBACK <= t <= _PUBCOMP:
-            if t == _PUBREL:
-                self._on_pubrel(p.pid)
-            else:
-                self._on_ack(t, p.pid, p.reason)
-        elif t == _SUBACK or t == _UNSUBACK:
-            req = self._pending.get(p.pid)
-            i = self.flights.find(p.pid)
-            if req is None or i < 0:
-                self.unsolicited += 1
-                return
-            topics = req[1]
-            if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
-                raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
-            if p.codes is not None and len(p.codes) != len(topics):
-                raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes), len(topics)))
-            del self._pending[p.pid]
-            self.flights.free(i)
-            if t == _SUBACK:
-                for k in range(len(topics)):
-                    if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                        f = topics[k][0]
-                        self.subs.pop(f, None)
-                        hs = []  # (a comprehension here would close over f: a cell per call of this hot function)
-                        for h in self._handlers:
-                            if h[0] != f:
-                                hs.append(h)
-                        self._handlers = hs
-            self.on_event(t, p, 0)
-        elif t == _PINGRESP:
-            self.pinging = False
+        r = f.ack(t, pid, reason, self._now)  # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's
+        if r < 0:
+            self.unsolicited += 1
+            if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
+                self._send(_PUBREL, pid, self._not_found)
+            return
+        if not r:
+            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, f.qos[f.find(pid)]))
+        if r == _PUBREL:
+            self._send(_PUBREL, pid)
         else:
-            self._other(t, p)
+            self.on_event(t, pid, reason)
+        self.pump()
 
     def _other(self, t, p):  # Session5: DISCONNECT and AUTH
         raise protocol_error("a server never sends %s" % NAMES[t])
 
-    def _fast_publish(self, buf, pos, end):
-        # The common PUBLISH (no properties, or a topic alias alone) read in place. Anything unusual
-        # returns False and takes the full decoder, which also does every validation and raises.
-        flags = buf[pos] & 15
-        q = flags >> 1 & 3
-        if q == 3 or (flags & 8 and not q) or (q and self.manual_ack):
-            return False  # (manual ack: the application keeps the message until ack(), so it gets its own)
-        i = pos + 1
-        while buf[i] & 0x80:
-            i += 1
-        ts = i + 3
-        if ts > end:
-            return False
-        tl = buf[i + 1] << 8 | buf[i + 2]
-        i = ts + tl
-        pid = 0
-        if q:
-            if i + 2 > end:
-                return False
-            pid = buf[i] << 8 | buf[i + 1]
-            if not pid:
-                return False
-            i += 2
-        alias = 0
-        if self.version == _V5:  # (Session5's fields: a property block holding nothing or a Topic Alias alone)
-            if i >= end:
-                return False
-            if buf[i] == 3 and i + 4 <= end and buf[i + 1] == _TOPIC_ALIAS:
-                alias = buf[i + 2] << 8 | buf[i + 3]
-                if not 0 < alias <= self.topic_alias_maximum:
-                    return False
-                i += 4
-            elif buf[i]:
-                return False
-            else:
-                i += 1
-        if i > end:
-            return False
-        if tl:
-            topic = None  # the topic as a str, or None to let the full decoder handle it
-            if _CPYTHON:
-                try:
-                    topic = str(self._inmv[ts:ts + tl], "utf-8")
-                except UnicodeError:
-                    return False
-                if "+" in topic or "#" in topic or "\x00" in topic:
-                    return False
-            else:
-                tb = self._rxt_b
-                for k in range(len(tb)):  # a byte compare against recent topics: no str is built
-                    b = tb[k]
-                    if b is not None and len(b) == tl:
-                        j = 0
-                        while j < tl and b[j] == buf[ts + j]:
-                            j += 1
-                        if j == tl:
-                            topic = self._rxt_s[k]
-                            break
-                if topic is None:
-                    return False
-            if alias:
-                self._rx_alias[alias] = topic
-        elif alias and self._rx_alias[alias] is not None:
-            topic = self._rx_alias[alias]
-        else:
-            return False
-        m = self._msg
-        m.topic = topic
-        m.payload = self._inmv[i:end]
-        m.qos = q
-        m.dup = flags & 8 != 0
-        m.retain = flags & 1 != 0
-        m.pid = pid
-        self._on_publish(m)
-        return True
-
     def _on_publish(self, p):
         hs, topic, q = self._handlers, p.topic, p.qos
-        if p is not self._msg and topic and not _CPYTHON:  # the fast path recognises it next time
-            k = self._rxt_next
-            self._rxt_b[k] = topic.encode()
-            self._rxt_s[k] = topic
-            self._rxt_next = (k + 1) % len(self._rxt_b)
         hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
@@ -586,36 +478,14 @@ class Session:
                 break
         later = q and (self.manual_ack or (self.ack_later and not hit))
         if q == 2 or later:
-            j = self._rx_find(p.pid)
+            j = self._rx(p.pid)
             if j >= 0:  # a resend of a message the application already has: never deliver it twice
                 if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
                     self.reused += 1
                 if self._rx_state[j] == _RX_PUBREC:
-                    self._ack_out(_PUBREC, p.pid)
+                    self._send(_PUBREC, p.pid)
                 return
-            j = self._rx_n
-            if j >= self.receive_maximum:
-                # v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot at our PUBREC and
-                # so overshoots under load; 3.x servers never hear our limit at all. Messages still waiting
-                # for the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC
-                # cost a few bytes each and get a memory bound of 64x (min 1024). Beyond either, the server
-                # gets 0x93 (3.x: the connection just closes).
-                waiting, rm = 0, self.receive_maximum
-                if self.version == _V5:
-                    for k in range(j):
-                        waiting += self._rx_state[k] == _RX_WAIT_APP
-                if waiting >= rm or j >= max(64 * rm, 1024):
-                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
-                                              % (rm, j))
-            if j == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
-                self._rx_pid.append(0)
-                self._rx_qos.append(0)
-                self._rx_state.append(0)
-            self._rx_pid[j], self._rx_qos[j] = p.pid, q
-            self._rx_state[j] = _RX_WAIT_APP if later else _RX_PUBREC
-            self._rx_n += 1
-            if self._rx_index is not None:
-                self._rx_index[p.pid] = j
+            self._rx(p.pid, _RX_WAIT_APP if later else _RX_PUBREC, q)
         hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
@@ -624,47 +494,15 @@ class Session:
         if not hit:
             self.on_event(_PUBLISH, p, 0)
         if q and not later:
-            self._ack_out(_PUBACK if q == 1 else _PUBREC, p.pid)
-
-    def _on_pubrel(self, pid):
-        j = self._rx_find(pid)
-        if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
-            raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
-        if self.hold_pubrel is None or not self.hold_pubrel(pid):
-            self.complete(pid)
+            self._send(_PUBACK if q == 1 else _PUBREC, p.pid)
 
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (see hold_pubrel). False when `out` has no room."""
         if len(self.out) - self.outlen < 8:
             return False
-        j = self._rx_find(pid)
-        if j >= 0:
-            self._rx_remove(j)
-        self._ack_out(_PUBCOMP, pid, 0 if j >= 0 else 0x92)  # an unknown PUBREL still gets its PUBCOMP
+        j = self._rx(pid, 0)
+        self._send(_PUBCOMP, pid, 0 if j >= 0 else self._not_found)  # an unknown PUBREL still gets its PUBCOMP
         return True
-
-    def _on_ack(self, t, pid, reason):
-        f = self.flights
-        i = f.find(pid)
-        if i < 0 or f.state[i] == _CONTROL:
-            self.unsolicited += 1
-            if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._ack_out(_PUBREL, pid, 0x92)
-            return
-        st, q = f.state[i], f.qos[i]
-        if (t == _PUBACK and q == 1 and st == _SENT) or (t == _PUBCOMP and q == 2 and st >= _RELEASED):
-            f.free(i)
-            self.on_event(t, pid, reason)
-        elif t == _PUBREC and q == 2 and st >= _SENT:
-            if reason >= 0x80:  # the server refused it: the flow ends here and the slot is free
-                f.free(i)
-                self.on_event(_PUBREC, pid, reason)
-            else:
-                f.mark(i, _RELEASED, self._now)
-                self._ack_out(_PUBREL, pid)
-        else:
-            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, q))
-        self.pump()
 
     # ------------------------------------------------------------ time
 
@@ -682,36 +520,20 @@ class Session:
         wait = 60000
         ka = self.keepalive_ms
         if ka:
+            half = max(ka // 2, 500)  # a PINGRESP must come within half a keepalive: dead links show in 1.5x
             if self.pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
                 self._ping_at = now  # deadline starts again once reading resumes
-                wait = max(ka // 2, 500)
-            elif self.pinging:  # the answer must come within half a keepalive: dead links show in 1.5x
-                left = max(ka // 2, 500) - ticks_diff(now, self._ping_at)
-                if left <= 0:
+                wait = half
+            elif self.pinging:
+                wait = half - ticks_diff(now, self._ping_at)
+                if wait <= 0:
                     self.state = DISCONNECTED
-                    raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % max(ka // 2, 500))
-                wait = left
+                    raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % half)
             else:
                 idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
-                if idle >= ka and self.ping(now):
-                    wait = max(ka // 2, 500)
-                else:
-                    wait = max(ka - idle, 1)
+                wait = half if idle >= ka and self.ping(now) else max(ka - idle, 1)
         if self.retry_ms:  # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default;
-            f = self.flights  # 0 in Session5: MQTT 5 resends only on a new connection)
-            wait = min(wait, self.retry_ms)
-            for i in range(f.size):
-                st = f.state[i]
-                if st == _SENT or st == _RELEASED:
-                    left = self.retry_ms - ticks_diff(now, f.sent_at[i])
-                    if left > 0:
-                        wait = min(wait, left)
-                    elif st == _SENT:
-                        f.mark(i, _QUEUED)
-                        f.dup[i] = 1
-                    else:
-                        f.mark(i, _RELQ)
-            f.requeue()
+            wait = self.flights.retry(now, self.retry_ms, min(wait, self.retry_ms))  # 0 in Session5)
         self.pump()
         return wait
 
@@ -729,40 +551,62 @@ class Session:
 
     # ------------------------------------------------------------ output
 
-    def _send(self, p):
-        self.outlen += encode(self.out, p, self.version, self.outlen)
+    def _send(self, p, pid=0, reason=0):
+        # p: a Packet, or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
+        if pid:
+            self.outlen = put_ack(self.out, self.outlen, p, pid, reason)
+        else:
+            self.outlen += encode(self.out, p, self.version, self.outlen)
         self.last_sent = self._now
-
-    def _ack_out(self, t, pid, reason=0):
-        # PUBACK/PUBREC/PUBREL/PUBCOMP written in place: the receive path allocates nothing for them.
-        o, n = self.out, self.outlen
-        o[n] = t << 4 | (2 if t == _PUBREL else 0)
-        o[n + 1] = 2
-        o[n + 2] = pid >> 8
-        o[n + 3] = pid & 0xFF
-        self.outlen = n + 4
-        self.last_sent = self._now
-        if reason and self.version == _V5 and self.server_max_packet >= 5:  # v5 says why (never in a packet
-            o[n + 1] = 3                                                     # the server refuses)
-            o[n + 4] = reason
-            self.outlen = n + 5
 
     # ------------------------------------------------------------ inbound flow table
+    # Inbound QoS 2 flows, and QoS 1/2 messages the application acknowledges itself (manual_ack, ack_later):
+    # rows _rx_pid/_rx_qos/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
+    #   PUBLISH --> WAIT_APP (delivered, the application acks later) or PUBREC (QoS 2: PUBREC sent)
+    #   WAIT_APP --ack()--> QoS 1: gone (PUBACK); QoS 2: PUBREC
+    #   PUBREC --PUBREL, complete()--> gone (PUBCOMP)
+    #   a PUBLISH for a pid in the table is a resend: never delivered twice; a new session empties the table.
+    # Our Receive Maximum bounds it: v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot
+    # at our PUBREC and so overshoots under load; 3.x servers never hear our limit at all. Messages waiting for
+    # the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC cost a few bytes
+    # each and get a memory bound of 64x (min 1024). Beyond either, the server gets 0x93 (3.x: the connection
+    # just closes).
 
-    def _rx_find(self, pid):
-        if self._rx_index is not None:
-            return self._rx_index.get(pid, -1)
-        for j in range(self._rx_n):
-            if self._rx_pid[j] == pid:
-                return j
-        return -1
-
-    def _rx_remove(self, j):
-        k = self._rx_n - 1
-        ix = self._rx_index
+    def _rx(self, pid, state=-1, q=0):
+        """The row of inbound flow pid, or -1; state 0 also removes it. state > 0 adds the flow pid (absent: the
+        caller looked) with that state and QoS q, and returns its row."""
+        n, ix = self._rx_n, self._rx_index
+        if state > 0:
+            rm = self.receive_maximum
+            if n >= rm:
+                waiting = 0
+                if self.version == _V5:
+                    for k in range(n):
+                        waiting += self._rx_state[k] == _RX_WAIT_APP
+                if waiting >= rm or n >= max(64 * rm, 1024):
+                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
+                                              % (rm, n))
+            if n == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
+                self._rx_pid.append(0)
+                self._rx_qos.append(0)
+                self._rx_state.append(0)
+            self._rx_pid[n], self._rx_qos[n], self._rx_state[n] = pid, q, state
+            self._rx_n = n + 1
+            if ix is not None:
+                ix[pid] = n
+            return n
         if ix is not None:
-            del ix[self._rx_pid[j]]
-            if j != k:
-                ix[self._rx_pid[k]] = j
-        self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[k], self._rx_qos[k], self._rx_state[k]
-        self._rx_n = k
+            j = ix.get(pid, -1)
+        else:
+            j = n - 1
+            while j >= 0 and self._rx_pid[j] != pid:
+                j -= 1
+        if j >= 0 and not state:  # the last row takes the place of the one removed
+            n -= 1
+            if ix is not None:
+                del ix[pid]
+                if j != n:
+                    ix[self._rx_pid[n]] = j
+            self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[n], self._rx_qos[n], self._rx_state[n]
+            self._rx_n = n
+        return j

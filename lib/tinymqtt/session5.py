@@ -21,7 +21,6 @@ _AUTHENTICATION_METHOD = const(0x15)
 _REASON_STRING = const(0x1F)
 _RECEIVE_MAXIMUM = const(0x21)
 _TOPIC_ALIAS_MAXIMUM = const(0x22)
-_TOPIC_ALIAS = const(0x23)
 _MAXIMUM_QOS = const(0x24)
 _RETAIN_AVAILABLE = const(0x25)
 _MAXIMUM_PACKET_SIZE = const(0x27)
@@ -45,6 +44,7 @@ class Session5(Session):
             raise LocalProtocolError(0x84, "Session5 speaks MQTT 5 only; 3.1 and 3.1.1 are session.Session")
         v5()  # the properties module loads now; a build without it (profile mqtt311) refuses here
         Session.__init__(self, version=_V5, **options)
+        self.expiry_granted = self.session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self._room = 0  # alias room of the PUBLISH _plen() sized last
@@ -60,6 +60,8 @@ class Session5(Session):
         self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
         self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
+        # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
+        self._not_found = 0x92 if self.server_max_packet >= 5 else 0
         n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
         if n:  # a v5 server granted aliases: a new set for this connection
             from tinymqtt.aliases import TopicAliases
@@ -95,7 +97,7 @@ class Session5(Session):
         self.expiry_granted = pr.get(_SESSION_EXPIRY_INTERVAL, self.session_expiry)
         if _ASSIGNED_CLIENT_IDENTIFIER in pr:
             self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
-        self._connacked(p, p.session_present)
+        Session._on_connack(self, p)
 
     def _fail(self, e):
         # The server broke the rules: tell it why before the driver closes the connection.
@@ -185,8 +187,8 @@ class Session5(Session):
     # ------------------------------------------------------------ input
 
     def _on_publish(self, p):
-        if p.props and _TOPIC_ALIAS in p.props:
-            a = p.props[_TOPIC_ALIAS]
+        a = p.alias  # (packets.read_publish: -1 without a Topic Alias)
+        if a >= 0:
             if not 0 < a <= self.topic_alias_maximum:
                 raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
             if p.topic:

@@ -1,0 +1,68 @@
+# The outbound flow transitions (inflight.py, every one in one place) and the one PUBLISH reader
+# (packets.read_publish) that decode() and the session's receive path share: pure, no broker.
+from tinymqtt.inflight import Inflight, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL, FREE, LOST
+from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLISH
+
+
+def _flight(qos, state=SENT):
+    f = Inflight(4)
+    i = f.add(b"t", b"x", qos, 0, None)
+    f.mark(i, state, 100)
+    return f, i, f.pid[i]
+
+
+def test_acks_move_a_flow_as_the_diagram_says():
+    f, i, pid = _flight(2)
+    assert f.ack(5, pid, 0, 7) == 6 and f.state[i] == RELEASED and f.unacked == 1  # PUBREC: PUBREL goes out
+    assert f.ack(5, pid, 0, 7) == 6  # a PUBREC again: PUBREL again
+    assert f.ack(4, pid, 0, 7) == 0  # PUBACK on a QoS 2 flow: a protocol error for the session
+    assert f.ack(7, pid, 0, 7) == 7 and f.state[i] == FREE and f.count == 0 and f.unacked == 0
+    assert f.ack(7, pid, 0, 7) == -1  # gone: unsolicited
+    f, i, pid = _flight(2)
+    assert f.ack(5, pid, 0x80, 7) == 5 and f.state[i] == FREE  # refused: the flow ends
+    f, i, pid = _flight(1)
+    assert f.ack(5, pid, 0, 7) == 0 and f.ack(4, pid, 0, 7) == 4 and f.count == 0
+    f = Inflight(4)
+    i = f.add(None, None, 3, 0, None)
+    assert f.state[i] == CONTROL and f.next_queued() < 0 and f.ack(4, f.pid[i], 0, 0) == -1
+
+
+def test_a_new_connection_resends_or_ends_each_flow():
+    f = Inflight(8)
+    slots = [f.add(b"t", b"%d" % k, 1 + k % 2, 0, None) for k in range(4)]
+    for i, st in zip(slots, (SENT, SENT, QUEUED, RELEASED)):
+        f.mark(i, st)
+    ctl = f.add(None, None, 3, 0, None)
+    events = []
+    assert f.renew(True, False, lambda *e: events.append(e)) == [f.pid[ctl]] and not events
+    assert [f.state[i] for i in slots] == [RESEND, RESEND, QUEUED, RELQ] and f.state[ctl] == FREE
+    assert f.next_queued() == slots[3]  # a PUBREL resend goes first, then the PUBLISHes in publish order
+    assert f.renew(False, False, lambda *e: events.append(e)) == []
+    assert [(e[0], getattr(e[1], "payload", e[1])) for e in events] == [(LOST, b"0"), (LOST, b"1"),
+                                                                       (7, f.pid[slots[3]])]
+    assert f.count == 1 and f.state[slots[2]] == QUEUED  # never sent: it goes to the new session
+
+
+def test_the_retry_timer_resends_what_waited_too_long():
+    f, i, pid = _flight(1)
+    assert f.retry(150, 100, 1000) == 50 and f.state[i] == SENT
+    assert f.retry(200, 100, 1000) == 1000 and f.state[i] == RESEND and f.next_queued() == i
+
+
+def test_one_publish_reader_for_decode_and_the_session():
+    buf = bytearray(64)
+    m = Packet(PUBLISH)
+    for v, kw in ((4, {}), (4, dict(qos=2, pid=9, retain=True)), (5, dict(qos=1, pid=3, props={0x02: 60})),
+                  (5, dict(alias=4)), (5, dict(topic=b"", alias=4, qos=1, pid=2))):
+        kw = dict(kw)
+        topic = kw.pop("topic", b"a/b")
+        n = encode_publish(buf, v, topic, b"hi", kw.get("qos", 0), kw.get("retain", False), False, kw.get("pid", 0),
+                           kw.get("props"), kw.get("alias", 0))
+        mv = memoryview(bytes(8) + bytes(buf[:n]) + bytes(8))  # in place, between other bytes
+        assert read_publish(mv, 8, 8 + n, m, v) is m
+        d = decode(bytes(buf[:n]), v)
+        assert (m.topic, bytes(m.payload), m.qos, m.pid, m.retain, m.alias) == \
+               (d.topic, bytes(d.payload), d.qos, d.pid, d.retain, kw.get("alias", -1))
+        # a Topic Alias alone is read without a dict; decode() gives the property block as it was sent
+        assert m.props == (None if "alias" in kw else d.props)
+        assert d.props == ({0x23: 4} if "alias" in kw else kw.get("props"))
