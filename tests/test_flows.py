@@ -32,9 +32,10 @@ def test_a_new_connection_resends_or_ends_each_flow():
     slots = [f.add(b"t", b"%d" % k, 1 + k % 2, 0, None) for k in range(4)]
     for i, st in zip(slots, (SENT, SENT, QUEUED, RELEASED)):
         f.mark(i, st)
-    ctl = f.add(None, None, 3, 0, None)
+    ctl = f.add([("a/#", 1)], None, 3, 8, {38: [("k", "v")]})  # a SUBSCRIBE's packet id, keeping the request
     events = []
-    assert f.renew(True, False, lambda *e: events.append(e)) == [f.pid[ctl]] and not events
+    assert f.renew(True, False, lambda *e: events.append(e)) == [(8, [("a/#", 1)], {38: [("k", "v")]})]
+    assert not events
     assert [f.state[i] for i in slots] == [RESEND, RESEND, QUEUED, RELQ] and f.state[ctl] == FREE
     assert f.next_queued() == slots[3]  # a PUBREL resend goes first, then the PUBLISHes in publish order
     assert f.renew(False, False, lambda *e: events.append(e)) == []

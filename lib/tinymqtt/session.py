@@ -88,7 +88,6 @@ class Session:
         self.flights = Inflight(max_inflight)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
-        self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> (type, filters, props)
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
         self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
         self._rx_qos = bytearray(receive_maximum)
@@ -153,20 +152,16 @@ class Session:
         self.session_present = present
         self.state = CONNECTED
         self._connected_once = True
-        unsub = []
-        for pid in self.flights.renew(present, self.republish_lost, self.on_event):
-            req = self._pending.get(pid)  # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again below
-            if req and req[0] == _UNSUBSCRIBE:
-                unsub.append(req)
+        for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
+            # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (SUBSCRIBE with the others, below); the kept
+            # session may still have what the application unsubscribed from
+            if present and t == _UNSUBSCRIBE:
+                self._request(t, topics, props)
             self._resub = True
-        self._pending = {}
         if not present:
             self._rx_n = 0
             if self._rx_index:
                 self._rx_index.clear()
-        if present:  # the kept session may still have what the application unsubscribed from
-            for req in unsub:
-                self._request(_UNSUBSCRIBE, req[1], req[2])
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
             # A new session subscribes again: the filters without properties together, each one with
@@ -301,11 +296,10 @@ class Session:
         self._handlers = hs
 
     def _request(self, t, topics, props):
-        pid = self.flights.add(None, None, 3, 0, None)  # qos 3: the slot only lends its packet id
+        pid = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
         if pid < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
         pid = self.flights.pid[pid]
-        self._pending[pid] = (t, topics, props)
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
@@ -418,19 +412,18 @@ class Session:
             if t == _PUBLISH:
                 return self._on_publish(p)
             if t == _SUBACK or t == _UNSUBACK:
-                req = self._pending.get(p.pid)
-                i = self.flights.find(p.pid)
-                if req is None or i < 0:
+                f = self.flights
+                i = f.find(p.pid)
+                if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
                     self.unsolicited += 1
                     return
-                topics = req[1]
-                if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
-                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
+                topics = f.topic[i]
+                if t != f.retain[i] + 1:  # checked before the request is let go: a reconnect asks again
+                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[f.retain[i]]))
                 if p.codes is not None and len(p.codes) != len(topics):
                     raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
                                                                                   len(topics)))
-                del self._pending[p.pid]
-                self.flights.mark(i, 0)  # (FREE)
+                f.mark(i, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
                         if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
