@@ -165,8 +165,8 @@ class Session:
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
             # A new session subscribes again: the filters without properties together, each one with
-            # properties on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What
-            # finds no packet id or no room now (every slot may hold a queued message) goes out from pump().
+            # properties on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size, sent by
+            # pump() (what finds no packet id or no room now, as every slot may hold a queued message: later).
             limit = min(len(self.out), self.server_max_packet)
             batch = []
             for f in self.subs:
@@ -181,9 +181,8 @@ class Session:
             if batch:
                 todo.append((batch, None))
             self._resub = True  # until every one is sent: a new connection starts them again
-            self._resub_more()
-        self.on_event(_CONNACK, p, 0)
         self.pump()
+        self.on_event(_CONNACK, p, 0)
 
     # ------------------------------------------------------------ the application's requests
 
@@ -223,12 +222,25 @@ class Session:
         return pid
 
     def pump(self):
-        """Sends queued messages and PUBREL resends, in order, while the window and `out` have room."""
+        """Sends what a new session subscribes again, then queued messages and PUBREL resends, in order, while
+        packet ids, the window and `out` have room."""
         if self.state != CONNECTED:
             return
-        if self._resub_todo:
-            self._resub_more()
         f = self.flights
+        todo = self._resub_todo
+        while todo:
+            topics = []
+            for t in todo[0][0]:
+                if t[0] in self.subs:  # not what was unsubscribed meanwhile
+                    topics.append(t)
+            props = todo[0][1]
+            if topics:
+                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                    break  # (the queued messages may still go)
+                self._request(_SUBSCRIBE, topics, props)
+            todo.pop(0)
+            if not todo:
+                self._resub = False
         window = min(self.server_receive_maximum, f.size)
         while True:
             i = f.next_queued()
@@ -308,21 +320,6 @@ class Session:
         for f, o in topics:
             n += 3 + len(f.encode())
         return 1 + vbi_len(n) + n
-
-    def _resub_more(self):
-        todo = self._resub_todo
-        while todo:
-            topics = []
-            for t in todo[0][0]:
-                if t[0] in self.subs:  # not what was unsubscribed meanwhile
-                    topics.append(t)
-            props = todo[0][1]
-            if topics:
-                if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
-                    return
-                self._request(_SUBSCRIBE, topics, props)
-            todo.pop(0)
-        self._resub = False
 
     def ack(self, msg):
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
