@@ -214,24 +214,13 @@ def read_publish(mv, pos, end, m, version):
     m.pid = mv[te] << 8 | mv[te + 1] if q else 0
     if q and not m.pid:
         raise malformed("packet identifier 0")
-    a = -1
     m.props = None
+    m.alias = -1
     if version == V5:
-        if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # a Topic Alias alone
-            a = mv[i + 2] << 8 | mv[i + 3]
-            i += 4
-        elif mv[i]:
-            r = Reader(mv, i, end)
-            m.props = v5().read(r, PUBLISH) or None
-            i = r.pos
-            if m.props:
-                a = m.props.get(0x23, -1)
-        else:
-            i += 1
-    if not s and a < 0:
+        i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
+    if not s and m.alias < 0:
         raise protocol_error("empty topic name without a topic alias")
     m.topic = s
-    m.alias = a
     m.qos = q
     m.dup = f & 8 != 0
     m.retain = f & 1 != 0

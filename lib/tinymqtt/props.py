@@ -5,7 +5,7 @@
 # repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
 from tinymqtt.packets import NAMES
-from tinymqtt.wire import put as put_int, put_str, vbi_len
+from tinymqtt.wire import Reader, put as put_int, put_str, vbi_len
 
 try:
     from micropython import const  # the constants below become literals in this module's code
@@ -213,6 +213,23 @@ def put_publish(b, pos, props, alias):
     return put_int(b, put_int(b, pos, 0x23), alias, 2) if alias else pos  # 0x23: Topic Alias
 
 
+def read_publish(mv, i, end, m):
+    """The property block of a PUBLISH at mv[i] (packets.read_publish has checked it starts before end): sets
+    m.props and m.alias (-1 without a Topic Alias) and returns where the payload starts. A Topic Alias alone, the
+    common case, is read in place, allocating nothing (m.props stays None)."""
+    m.alias = -1
+    if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
+        m.alias = mv[i + 2] << 8 | mv[i + 3]
+        return i + 4
+    if not mv[i]:
+        return i + 1
+    r = Reader(mv, i, end)
+    m.props = read(r, 3) or None
+    if m.props:
+        m.alias = m.props.get(0x23, -1)
+    return r.pos
+
+
 def put_tail(b, pos, p):
     """Writes what MQTT 5 adds to an ack, DISCONNECT or AUTH with a reason code or properties (success without
     properties is the shorter form without either): the reason code, then the properties if any."""
@@ -243,12 +260,3 @@ def tail(r, p):
         p.codes = list(c)
         if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
             raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
-
-
-def share_parts(filt):
-    """Shared subscriptions (spec 4.8.2): '$share/g/a/+' -> ('g', 'a/+'); a plain filter f -> (None, f); a share
-    name with no '/' after it gives (name, '')."""
-    if not filt.startswith("$share/"):
-        return None, filt
-    i = filt.find("/", 7)
-    return (filt[7:], "") if i < 0 else (filt[7:i], filt[i + 1:])
