@@ -287,7 +287,8 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
 
 
 def encode(buf, p, version=V5, off=0):
-    """Writes packet p into buf at off for the given protocol level; returns its length."""
+    """Writes packet p into buf at off for the given protocol level; returns its length. buf None: only its length
+    (a packet other than PUBLISH)."""
     t = p.type
     if t == PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
@@ -295,6 +296,8 @@ def encode(buf, p, version=V5, off=0):
     if not 0 < t < 16 or (t == AUTH and version < V5) or not body:
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
+    if buf is None:
+        return 1 + vbi_len(n) + n
     pos = _header(buf, off, t << 4 | _FLAGS[t], n)
     return body(buf, pos, p, version) - off
 

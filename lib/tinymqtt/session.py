@@ -315,11 +315,8 @@ class Session:
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
-    def _sub_len(self, topics, props):  # (Session5 adds the properties)
-        n = 2
-        for f, o in topics:
-            n += 3 + len(f.encode())
-        return 1 + vbi_len(n) + n
+    def _sub_len(self, topics, props):
+        return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
 
     def ack(self, msg):
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).

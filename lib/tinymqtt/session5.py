@@ -10,7 +10,6 @@ from tinymqtt.wire import vbi_len
 # (tinymqtt.props names them all): compile-time constants, no imported globals.
 _V5 = const(5)
 _PUBLISH = const(3)
-_SUBSCRIBE = const(8)
 _DISCONNECT = const(14)
 _AUTH = const(15)
 _SUBSCRIPTION_IDENTIFIER = const(0x0B)
@@ -177,12 +176,6 @@ class Session5(Session):
         if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
-
-    def _sub_len(self, topics, props):
-        n = 2 + v5().put(None, 0, props, _SUBSCRIBE)
-        for f, o in topics:
-            n += 3 + len(f.encode())
-        return 1 + vbi_len(n) + n
 
     # ------------------------------------------------------------ input
 
