@@ -132,16 +132,16 @@ def decode(mv, version=V5):
         return p
     r = Reader(mv, i, n)
     if t == CONNACK:
-        c = r.u8()
+        c = r.uint(1)
         if version == V31:
             c = 0  # 3.1: the first byte is unused
         p.session_present = bool(c)
         if version < V5:
-            p.reason = r.u8()
+            p.reason = r.uint(1)
         if c & 0xFE or p.reason > 5 and version < V5:
             raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
     if PUBLISH < t < PINGREQ:  # PUBACK..UNSUBACK
-        p.pid = r.u16()
+        p.pid = r.uint(2)
         if not p.pid:
             raise malformed("packet identifier 0")
     if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:

@@ -123,7 +123,7 @@ def vbi(r, what="a Variable Byte Integer"):
     """Reads a Variable Byte Integer with Reader r."""
     v = 0
     for shift in (0, 7, 14, 21):
-        d = r.u8(what)
+        d = r.uint(1, what)
         v |= (d & 0x7F) << shift
         if not d & 0x80:
             if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
@@ -134,7 +134,7 @@ def vbi(r, what="a Variable Byte Integer"):
 
 def binary(r, what="binary data"):
     """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
-    p = r.need(r.u16(what), what)
+    p = r.need(r.uint(2, what), what)
     return bytes(r.mv[p:r.pos])
 
 
@@ -160,8 +160,7 @@ def read(r, ptype):
         elif t == _VBI:
             v = vbi(r)
         else:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer
-            i = r.need((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
-            v = int.from_bytes(r.mv[i:r.pos], "big")
+            v = r.uint((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
         if (v == 0 and pid in _NONZERO) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
@@ -248,7 +247,7 @@ def tail(r, p):
     if 11 < t < 14:  # PINGREQ, PINGRESP: neither
         return
     if t == 2 or (r.pos < r.end and t != 3 and t != 9 and t != 11):
-        c = r.u8("reason code")
+        c = r.uint(1, "reason code")
         if c not in REASONS[t]:
             raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
         p.reason = c
