@@ -12,8 +12,7 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
-                             protocol_error)
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
@@ -383,13 +382,12 @@ class Session:
         if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
             # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
             # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
-            # nobody reads) with no properties. Anything else takes the full decoder, which validates it.
+            # nobody reads) with no properties. Anything else (packet id 0 too) takes the full decoder, which
+            # validates it.
             reason = buf[pos + 4] if total > 4 else 0
             if total == 4 or (self.version == _V5 and not (total == 6 and buf[pos + 5]) and
                               (not reason or (reason == 0x10 and first < 0x60))):
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
-                if not pid:
-                    raise malformed("packet identifier 0")
         if not pid:
             if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual
                 # ack QoS 1/2: the application keeps the message until ack(), so it gets its own)
