@@ -389,7 +389,7 @@ class Session:
                               (not reason or (reason == 0x10 and first < 0x60))):
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
         if not pid:
-            if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual
+            if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet (manual
                 # ack QoS 1/2: the application keeps the message until ack(), so it gets its own)
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6
                                                      and self.manual_ack else self._msg, self.version))
@@ -401,8 +401,6 @@ class Session:
                     return self._on_connack(p)
                 if t != _AUTH:  # (AUTH: Session5)
                     raise protocol_error("%s before CONNACK" % NAMES[t])
-            if t == _PUBLISH:
-                return self._on_publish(p)
             if t == _SUBACK or t == _UNSUBACK:
                 f = self.flights
                 i = f.find(p.pid)
