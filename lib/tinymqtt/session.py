@@ -163,22 +163,16 @@ class Session:
                 self._rx_index.clear()
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
-            # A new session subscribes again: the filters without properties together, each one with
-            # properties on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size, sent by
-            # pump() (what finds no packet id or no room now, as every slot may hold a queued message: later).
+            # A new session subscribes again, in the order of self.subs: each filter with properties on its own,
+            # the ones without between them together, in SUBSCRIBEs that fit `out` and the server's Maximum Packet
+            # Size, sent by pump() (what finds no packet id or no room now, as every slot may hold a queued
+            # message: later).
             limit = min(len(self.out), self.server_max_packet)
-            batch = []
             for f in self.subs:
                 o, pr = self.subs[f]
-                if pr:
-                    todo.append(([(f, o)], pr))
-                    continue
-                if batch and self._sub_len(batch + [(f, o)], None) > limit:
-                    todo.append((batch, None))
-                    batch = []
-                batch.append((f, o))
-            if batch:
-                todo.append((batch, None))
+                if pr or not todo or todo[-1][1] or self._sub_len(todo[-1][0] + [(f, o)], None) > limit:
+                    todo.append(([], pr))
+                todo[-1][0].append((f, o))
             self._resub = True  # until every one is sent: a new connection starts them again
         self.pump()
         self.on_event(_CONNACK, p, 0)
