@@ -393,8 +393,7 @@ class Session:
             if self.state == CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)
-                if t != _AUTH:  # (AUTH: Session5)
-                    raise protocol_error("%s before CONNACK" % NAMES[t])
+                raise protocol_error("%s before CONNACK" % NAMES[t])
             if t == _SUBACK or t == _UNSUBACK:
                 f = self.flights
                 i = f.find(p.pid)
@@ -417,8 +416,8 @@ class Session:
             if t == _PINGRESP:
                 self.pinging = False
                 return
-            if not _PUBACK <= t <= _PUBCOMP:
-                return self._other(t, p)
+            if not _PUBACK <= t <= _PUBCOMP:  # a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
+                raise protocol_error("a server never sends %s after CONNACK" % NAMES[t])
             pid = p.pid
             reason = p.reason
         f = self.flights
@@ -442,9 +441,6 @@ class Session:
         else:
             self.on_event(t, pid, reason)
         self.pump()
-
-    def _other(self, t, p):  # Session5: DISCONNECT and AUTH
-        raise protocol_error("a server never sends %s" % NAMES[t])
 
     def _on_publish(self, p):
         hs, topic, q = self._handlers, p.topic, p.qos

@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, v5
+from tinymqtt.packets import Packet, decode, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 
@@ -104,7 +104,14 @@ class Session5(Session):
             self._send(Packet(_DISCONNECT, reason=e.reason))
         Session._fail(self, e)
 
-    def _other(self, t, p):
+    def _packet(self, buf, pos, total):
+        # DISCONNECT and AUTH, what only a v5 server sends; Session takes every other packet.
+        t = buf[pos] >> 4
+        if t != _DISCONNECT and t != _AUTH:
+            return Session._packet(self, buf, pos, total)
+        p = decode(self._inmv[pos:pos + total], _V5)
+        if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
+            raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
         if t == _DISCONNECT:
             if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
@@ -112,10 +119,6 @@ class Session5(Session):
             self.state = DISCONNECTED
             self.on_event(_DISCONNECT, p, p.reason)
             raise ConnectionLost(p.reason, "server sent DISCONNECT")
-        if t != _AUTH:
-            Session._other(self, t, p)
-        if self.state == CONNECTING and p.reason != 0x18:
-            raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
         # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
         method = (self.props or {}).get(_AUTHENTICATION_METHOD)
