@@ -5,6 +5,7 @@ from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectErro
 from tinymqtt.packets import Packet, decode, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
+from tinymqtt.aliases import TopicAliases
 
 # MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
 # (tinymqtt.props names them all): compile-time constants, no imported globals.
@@ -26,12 +27,6 @@ _MAXIMUM_PACKET_SIZE = const(0x27)
 _WILDCARD_SUBSCRIPTION_AVAILABLE = const(0x28)
 _SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
 _SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
-
-
-# What a connection without outbound topic aliases has as its aliases: this class itself, no instance (its max
-# is 0, so lookup() is never called).
-class _NoAliases:
-    max = 0
 
 
 class Session5(Session):
@@ -61,12 +56,8 @@ class Session5(Session):
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
         # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
         self._not_found = 0x92 if self.server_max_packet >= 5 else 0
-        n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
-        if n:  # a v5 server granted aliases: a new set for this connection
-            from tinymqtt.aliases import TopicAliases
-            self.aliases = TopicAliases(n)
-        else:
-            self.aliases = _NoAliases
+        # the outbound topic aliases the server granted (max 0: none), a new set for each connection
+        self.aliases = TopicAliases(min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum))
 
     # ------------------------------------------------------------ connection
 
