@@ -304,7 +304,7 @@ def test_broker_restart_with_persistence(make_broker):
                            keepalive=10, **BACKOFF, **PERSIST[5]))
         c.subscribe(topic + "/down", 2, handler=lambda m: rx.update([bytes(m.payload)]))
         c.connect()
-        drive(c, lambda: not c.session._pending and c.session.flights.count == 0, 5, "subscribe", px, seed)
+        drive(c, lambda: c.session.flights.count == 0, 5, "subscribe", px, seed)
         f = Feeder(br, topic + "/down", n)
         restarts, t0 = [], time.monotonic()
         for i in range(n):

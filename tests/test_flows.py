@@ -32,9 +32,10 @@ def test_a_new_connection_resends_or_ends_each_flow():
     slots = [f.add(b"t", b"%d" % k, 1 + k % 2, 0, None) for k in range(4)]
     for i, st in zip(slots, (SENT, SENT, QUEUED, RELEASED)):
         f.mark(i, st)
-    ctl = f.add(None, None, 3, 0, None)
+    ctl = f.add([("a/#", 1)], None, 3, 8, {38: [("k", "v")]})  # a SUBSCRIBE's packet id, keeping the request
     events = []
-    assert f.renew(True, False, lambda *e: events.append(e)) == [f.pid[ctl]] and not events
+    assert f.renew(True, False, lambda *e: events.append(e)) == [(8, [("a/#", 1)], {38: [("k", "v")]})]
+    assert not events
     assert [f.state[i] for i in slots] == [RESEND, RESEND, QUEUED, RELQ] and f.state[ctl] == FREE
     assert f.next_queued() == slots[3]  # a PUBREL resend goes first, then the PUBLISHes in publish order
     assert f.renew(False, False, lambda *e: events.append(e)) == []
@@ -66,3 +67,22 @@ def test_one_publish_reader_for_decode_and_the_session():
         # a Topic Alias alone is read without a dict; decode() gives the property block as it was sent
         assert m.props == (None if "alias" in kw else d.props)
         assert d.props == ({0x23: 4} if "alias" in kw else kw.get("props"))
+
+
+def test_a_new_session_subscribes_again_in_order_each_filter_with_properties_alone():
+    from tinymqtt.packets import frame, SUBSCRIBE
+    from tinymqtt.session5 import Session5
+    s = Session5(client_id="resub")
+    s.subscribe([("a", 1)]), s.subscribe([("b", 1)], props={0x0B: 7}), s.subscribe([("c", 0), ("d", 2)])  # offline
+    s.connect(0)
+    s.outlen = 0
+    s.inbuf[0:5] = b"\x20\x03\x00\x00\x00"  # CONNACK: no session
+    s.received(5, 0)
+    out, sent = bytes(s.out[:s.outlen]), []
+    while out:
+        n = frame(out, len(out))
+        p = decode(out[:n], 5)
+        sent.append((p.type, p.topics, p.props))
+        out = out[n:]
+    assert sent == [(SUBSCRIBE, [("a", 1)], None), (SUBSCRIBE, [("b", 1)], {0x0B: 7}),
+                    (SUBSCRIBE, [("c", 0), ("d", 2)], None)]

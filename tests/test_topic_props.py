@@ -3,8 +3,16 @@
 from hypothesis import given, settings, strategies as st
 
 from tinymqtt.errors import LocalProtocolError
-from tinymqtt.props import share_parts
 from tinymqtt.topic import matches, validate_filter, validate_name
+
+
+def share_parts(filt):
+    # '$share/g/a/+' -> ('g', 'a/+'); a plain filter f -> (None, f): the reference split of a shared subscription
+    if not filt.startswith("$share/"):
+        return None, filt
+    i = filt.find("/", 7)
+    return (filt[7:], "") if i < 0 else (filt[7:i], filt[i + 1:])
+
 
 NAME_CHARS = "ab$/"
 FILTER_CHARS = "ab$/+#"

@@ -175,8 +175,10 @@ async def main():
     s.connect(0)
     s.outlen = 0
     feed(b"\x20\x03\x00\x00\x00")
-    for pid in list(s._pending):
-        feed(bytes([0x90, 4, pid >> 8, pid & 255, 0, 2]))
+    for i in range(s.flights.size):  # the SUBSCRIBEs' packet ids (CONTROL slots)
+        if s.flights.state[i] == 6:
+            pid = s.flights.pid[i]
+            feed(bytes([0x90, 4, pid >> 8, pid & 255, 0, 2]))
     ipid = 0
     for c in range(CYCLES + 1):
         if c % SAMPLE == 0:

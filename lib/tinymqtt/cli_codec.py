@@ -53,11 +53,11 @@ def _decode(r, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
 
 
 def _d_connect(r, p, v):
-    name, level = r.str("protocol name"), r.u8("protocol level")
+    name, level = r.str("protocol name"), r.uint(1, "protocol level")
     if not ((name == "MQIsdp" and level == V31) or (name == "MQTT" and V311 <= level <= V5)):
         raise RemoteProtocolError(0x84, "unsupported protocol %r level %d" % (name, level))
     p.version = v = level
-    f = r.u8("connect flags")
+    f = r.uint(1, "connect flags")
     if f & 1:
         raise malformed("reserved CONNECT flag (bit 0) is set")
     wq = f >> 3 & 3
@@ -68,7 +68,7 @@ def _d_connect(r, p, v):
     if v < V5 and f & 0x40 and not f & 0x80:
         raise malformed("password without a user name")
     p.clean = bool(f & 2)
-    p.keepalive = r.u16("keep alive")
+    p.keepalive = r.uint(2, "keep alive")
     if v == V5:
         _props(r, p, CONNECT)
     p.client_id = r.str("client identifier")
@@ -92,7 +92,7 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
         if p.type != SUBSCRIBE:
             p.topics.append(r.str("topic filter"))
             continue
-        f, o = r.str("topic filter"), r.u8("subscription options")
+        f, o = r.str("topic filter"), r.uint(1, "subscription options")
         if o & (0xC0 if v == V5 else 0xFC):
             raise malformed("reserved subscription option bits set for %r" % f)
         if o & 3 == 3:  # v5 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3-8.3-4]: malformed

@@ -13,7 +13,8 @@ from tinymqtt.packets import Packet
 #                                                                RELEASED -> RELQ --pump(): PUBREL--> RELEASED
 #   a new connection without the session: SENT, RESEND -> FREE and event LOST (republish_lost: QUEUED, a first
 #   delivery again); RELEASED, RELQ -> FREE and event PUBCOMP (the server took the message over before).
-#   CONTROL, a packet id lent to a SUBSCRIBE/UNSUBSCRIBE: FREE on its SUBACK/UNSUBACK or on a new connection.
+#   CONTROL, a packet id lent to a SUBSCRIBE/UNSUBSCRIBE (the slot keeps the request: topic its filters, retain
+#   its packet type, props its properties): FREE on its SUBACK/UNSUBACK or on a new connection.
 # SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
 try:
     from micropython import const  # the names stay importable; this module's code uses them as literals
@@ -165,13 +166,13 @@ class Inflight:
 
     def renew(self, present, republish, on_event):
         """A new connection, with the session the server kept (present) or without. Tells on_event(ev, value, 0)
-        of each flow that ended with the old session; returns the packet ids that were lent to SUBSCRIBE or
-        UNSUBSCRIBE (their slots are free now: the session asks again)."""
+        of each flow that ended with the old session; returns the SUBSCRIBE and UNSUBSCRIBE requests left
+        unanswered, as (type, filters, props) (their slots are free now: the session asks again)."""
         ids = []
         for i in self.in_order():
             st = self.state[i]
             if st == CONTROL:
-                ids.append(self.pid[i])
+                ids.append((self.retain[i], self.topic[i], self.props[i]))
                 self.mark(i, FREE)
             elif present:
                 if st == SENT or st == RELEASED:

@@ -132,16 +132,16 @@ def decode(mv, version=V5):
         return p
     r = Reader(mv, i, n)
     if t == CONNACK:
-        c = r.u8()
+        c = r.uint(1)
         if version == V31:
             c = 0  # 3.1: the first byte is unused
         p.session_present = bool(c)
         if version < V5:
-            p.reason = r.u8()
+            p.reason = r.uint(1)
         if c & 0xFE or p.reason > 5 and version < V5:
             raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
     if PUBLISH < t < PINGREQ:  # PUBACK..UNSUBACK
-        p.pid = r.u16()
+        p.pid = r.uint(2)
         if not p.pid:
             raise malformed("packet identifier 0")
     if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
@@ -214,24 +214,13 @@ def read_publish(mv, pos, end, m, version):
     m.pid = mv[te] << 8 | mv[te + 1] if q else 0
     if q and not m.pid:
         raise malformed("packet identifier 0")
-    a = -1
     m.props = None
+    m.alias = -1
     if version == V5:
-        if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # a Topic Alias alone
-            a = mv[i + 2] << 8 | mv[i + 3]
-            i += 4
-        elif mv[i]:
-            r = Reader(mv, i, end)
-            m.props = v5().read(r, PUBLISH) or None
-            i = r.pos
-            if m.props:
-                a = m.props.get(0x23, -1)
-        else:
-            i += 1
-    if not s and a < 0:
+        i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
+    if not s and m.alias < 0:
         raise protocol_error("empty topic name without a topic alias")
     m.topic = s
-    m.alias = a
     m.qos = q
     m.dup = f & 8 != 0
     m.retain = f & 1 != 0
@@ -298,7 +287,8 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
 
 
 def encode(buf, p, version=V5, off=0):
-    """Writes packet p into buf at off for the given protocol level; returns its length."""
+    """Writes packet p into buf at off for the given protocol level; returns its length. buf None: only its length
+    (a packet other than PUBLISH)."""
     t = p.type
     if t == PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
@@ -306,6 +296,8 @@ def encode(buf, p, version=V5, off=0):
     if not 0 < t < 16 or (t == AUTH and version < V5) or not body:
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
+    if buf is None:
+        return 1 + vbi_len(n) + n
     pos = _header(buf, off, t << 4 | _FLAGS[t], n)
     return body(buf, pos, p, version) - off
 

@@ -5,7 +5,7 @@
 # repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
 from tinymqtt.packets import NAMES
-from tinymqtt.wire import put as put_int, put_str, vbi_len
+from tinymqtt.wire import Reader, put as put_int, put_str, vbi_len
 
 try:
     from micropython import const  # the constants below become literals in this module's code
@@ -123,7 +123,7 @@ def vbi(r, what="a Variable Byte Integer"):
     """Reads a Variable Byte Integer with Reader r."""
     v = 0
     for shift in (0, 7, 14, 21):
-        d = r.u8(what)
+        d = r.uint(1, what)
         v |= (d & 0x7F) << shift
         if not d & 0x80:
             if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
@@ -134,7 +134,7 @@ def vbi(r, what="a Variable Byte Integer"):
 
 def binary(r, what="binary data"):
     """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
-    p = r.need(r.u16(what), what)
+    p = r.need(r.uint(2, what), what)
     return bytes(r.mv[p:r.pos])
 
 
@@ -160,8 +160,7 @@ def read(r, ptype):
         elif t == _VBI:
             v = vbi(r)
         else:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer
-            i = r.need((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
-            v = int.from_bytes(r.mv[i:r.pos], "big")
+            v = r.uint((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
         if (v == 0 and pid in _NONZERO) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
@@ -213,6 +212,23 @@ def put_publish(b, pos, props, alias):
     return put_int(b, put_int(b, pos, 0x23), alias, 2) if alias else pos  # 0x23: Topic Alias
 
 
+def read_publish(mv, i, end, m):
+    """The property block of a PUBLISH at mv[i] (packets.read_publish has checked it starts before end): sets
+    m.props and m.alias (-1 without a Topic Alias) and returns where the payload starts. A Topic Alias alone, the
+    common case, is read in place, allocating nothing (m.props stays None)."""
+    m.alias = -1
+    if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
+        m.alias = mv[i + 2] << 8 | mv[i + 3]
+        return i + 4
+    if not mv[i]:
+        return i + 1
+    r = Reader(mv, i, end)
+    m.props = read(r, 3) or None
+    if m.props:
+        m.alias = m.props.get(0x23, -1)
+    return r.pos
+
+
 def put_tail(b, pos, p):
     """Writes what MQTT 5 adds to an ack, DISCONNECT or AUTH with a reason code or properties (success without
     properties is the shorter form without either): the reason code, then the properties if any."""
@@ -231,7 +247,7 @@ def tail(r, p):
     if 11 < t < 14:  # PINGREQ, PINGRESP: neither
         return
     if t == 2 or (r.pos < r.end and t != 3 and t != 9 and t != 11):
-        c = r.u8("reason code")
+        c = r.uint(1, "reason code")
         if c not in REASONS[t]:
             raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
         p.reason = c
@@ -243,12 +259,3 @@ def tail(r, p):
         p.codes = list(c)
         if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
             raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
-
-
-def share_parts(filt):
-    """Shared subscriptions (spec 4.8.2): '$share/g/a/+' -> ('g', 'a/+'); a plain filter f -> (None, f); a share
-    name with no '/' after it gives (name, '')."""
-    if not filt.startswith("$share/"):
-        return None, filt
-    i = filt.find("/", 7)
-    return (filt[7:], "") if i < 0 else (filt[7:i], filt[i + 1:])

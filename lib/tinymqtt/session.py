@@ -12,8 +12,7 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-from tinymqtt.errors import (LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, malformed,
-                             protocol_error)
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
@@ -88,7 +87,6 @@ class Session:
         self.flights = Inflight(max_inflight)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
-        self._pending = {}  # SUBSCRIBE/UNSUBSCRIBE packet id -> (type, filters, props)
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
         self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
         self._rx_qos = bytearray(receive_maximum)
@@ -153,42 +151,31 @@ class Session:
         self.session_present = present
         self.state = CONNECTED
         self._connected_once = True
-        unsub = []
-        for pid in self.flights.renew(present, self.republish_lost, self.on_event):
-            req = self._pending.get(pid)  # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again below
-            if req and req[0] == _UNSUBSCRIBE:
-                unsub.append(req)
+        for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
+            # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (SUBSCRIBE with the others, below); the kept
+            # session may still have what the application unsubscribed from
+            if present and t == _UNSUBSCRIBE:
+                self._request(t, topics, props)
             self._resub = True
-        self._pending = {}
         if not present:
             self._rx_n = 0
             if self._rx_index:
                 self._rx_index.clear()
-        if present:  # the kept session may still have what the application unsubscribed from
-            for req in unsub:
-                self._request(_UNSUBSCRIBE, req[1], req[2])
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
-            # A new session subscribes again: the filters without properties together, each one with
-            # properties on its own, in SUBSCRIBEs that fit `out` and the server's Maximum Packet Size. What
-            # finds no packet id or no room now (every slot may hold a queued message) goes out from pump().
+            # A new session subscribes again, in the order of self.subs: each filter with properties on its own,
+            # the ones without between them together, in SUBSCRIBEs that fit `out` and the server's Maximum Packet
+            # Size, sent by pump() (what finds no packet id or no room now, as every slot may hold a queued
+            # message: later).
             limit = min(len(self.out), self.server_max_packet)
-            batch = []
             for f in self.subs:
                 o, pr = self.subs[f]
-                if pr:
-                    todo.append(([(f, o)], pr))
-                    continue
-                if batch and self._sub_len(batch + [(f, o)], None) > limit:
-                    todo.append((batch, None))
-                    batch = []
-                batch.append((f, o))
-            if batch:
-                todo.append((batch, None))
+                if pr or not todo or todo[-1][1] or self._sub_len(todo[-1][0] + [(f, o)], None) > limit:
+                    todo.append(([], pr))
+                todo[-1][0].append((f, o))
             self._resub = True  # until every one is sent: a new connection starts them again
-            self._resub_more()
-        self.on_event(_CONNACK, p, 0)
         self.pump()
+        self.on_event(_CONNACK, p, 0)
 
     # ------------------------------------------------------------ the application's requests
 
@@ -228,12 +215,25 @@ class Session:
         return pid
 
     def pump(self):
-        """Sends queued messages and PUBREL resends, in order, while the window and `out` have room."""
+        """Sends what a new session subscribes again, then queued messages and PUBREL resends, in order, while
+        packet ids, the window and `out` have room."""
         if self.state != CONNECTED:
             return
-        if self._resub_todo:
-            self._resub_more()
         f = self.flights
+        todo = self._resub_todo
+        while todo:
+            topics = []
+            for t in todo[0][0]:
+                if t[0] in self.subs:  # not what was unsubscribed meanwhile
+                    topics.append(t)
+            props = todo[0][1]
+            if topics:
+                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                    break  # (the queued messages may still go)
+                self._request(_SUBSCRIBE, topics, props)
+            todo.pop(0)
+            if not todo:
+                self._resub = False
         window = min(self.server_receive_maximum, f.size)
         while True:
             i = f.next_queued()
@@ -301,34 +301,15 @@ class Session:
         self._handlers = hs
 
     def _request(self, t, topics, props):
-        pid = self.flights.add(None, None, 3, 0, None)  # qos 3: the slot only lends its packet id
+        pid = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
         if pid < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
         pid = self.flights.pid[pid]
-        self._pending[pid] = (t, topics, props)
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
-    def _sub_len(self, topics, props):  # (Session5 adds the properties)
-        n = 2
-        for f, o in topics:
-            n += 3 + len(f.encode())
-        return 1 + vbi_len(n) + n
-
-    def _resub_more(self):
-        todo = self._resub_todo
-        while todo:
-            topics = []
-            for t in todo[0][0]:
-                if t[0] in self.subs:  # not what was unsubscribed meanwhile
-                    topics.append(t)
-            props = todo[0][1]
-            if topics:
-                if self.flights.count == self.flights.size or len(self.out) - self.outlen < self._sub_len(topics, props):
-                    return
-                self._request(_SUBSCRIBE, topics, props)
-            todo.pop(0)
-        self._resub = False
+    def _sub_len(self, topics, props):
+        return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
 
     def ack(self, msg):
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
@@ -395,15 +376,14 @@ class Session:
         if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
             # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
             # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
-            # nobody reads) with no properties. Anything else takes the full decoder, which validates it.
+            # nobody reads) with no properties. Anything else (packet id 0 too) takes the full decoder, which
+            # validates it.
             reason = buf[pos + 4] if total > 4 else 0
             if total == 4 or (self.version == _V5 and not (total == 6 and buf[pos + 5]) and
                               (not reason or (reason == 0x10 and first < 0x60))):
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
-                if not pid:
-                    raise malformed("packet identifier 0")
         if not pid:
-            if t == _PUBLISH and self.state == CONNECTED:  # read in place into the one reused Packet (manual
+            if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet (manual
                 # ack QoS 1/2: the application keeps the message until ack(), so it gets its own)
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6
                                                      and self.manual_ack else self._msg, self.version))
@@ -413,24 +393,20 @@ class Session:
             if self.state == CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)
-                if t != _AUTH:  # (AUTH: Session5)
-                    raise protocol_error("%s before CONNACK" % NAMES[t])
-            if t == _PUBLISH:
-                return self._on_publish(p)
+                raise protocol_error("%s before CONNACK" % NAMES[t])
             if t == _SUBACK or t == _UNSUBACK:
-                req = self._pending.get(p.pid)
-                i = self.flights.find(p.pid)
-                if req is None or i < 0:
+                f = self.flights
+                i = f.find(p.pid)
+                if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
                     self.unsolicited += 1
                     return
-                topics = req[1]
-                if t != req[0] + 1:  # checked before the request is let go: a reconnect asks again
-                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[req[0]]))
+                topics = f.topic[i]
+                if t != f.retain[i] + 1:  # checked before the request is let go: a reconnect asks again
+                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[f.retain[i]]))
                 if p.codes is not None and len(p.codes) != len(topics):
                     raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
                                                                                   len(topics)))
-                del self._pending[p.pid]
-                self.flights.mark(i, 0)  # (FREE)
+                f.mark(i, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
                         if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
@@ -440,8 +416,8 @@ class Session:
             if t == _PINGRESP:
                 self.pinging = False
                 return
-            if not _PUBACK <= t <= _PUBCOMP:
-                return self._other(t, p)
+            if not _PUBACK <= t <= _PUBCOMP:  # a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
+                raise protocol_error("a server never sends %s after CONNACK" % NAMES[t])
             pid = p.pid
             reason = p.reason
         f = self.flights
@@ -465,9 +441,6 @@ class Session:
         else:
             self.on_event(t, pid, reason)
         self.pump()
-
-    def _other(self, t, p):  # Session5: DISCONNECT and AUTH
-        raise protocol_error("a server never sends %s" % NAMES[t])
 
     def _on_publish(self, p):
         hs, topic, q = self._handlers, p.topic, p.qos

@@ -2,15 +2,15 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, v5
+from tinymqtt.packets import Packet, decode, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
+from tinymqtt.aliases import TopicAliases
 
 # MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
 # (tinymqtt.props names them all): compile-time constants, no imported globals.
 _V5 = const(5)
 _PUBLISH = const(3)
-_SUBSCRIBE = const(8)
 _DISCONNECT = const(14)
 _AUTH = const(15)
 _SUBSCRIPTION_IDENTIFIER = const(0x0B)
@@ -27,12 +27,6 @@ _MAXIMUM_PACKET_SIZE = const(0x27)
 _WILDCARD_SUBSCRIPTION_AVAILABLE = const(0x28)
 _SUBSCRIPTION_IDENTIFIER_AVAILABLE = const(0x29)
 _SHARED_SUBSCRIPTION_AVAILABLE = const(0x2A)
-
-
-# What a connection without outbound topic aliases has as its aliases: this class itself, no instance (its max
-# is 0, so lookup() is never called).
-class _NoAliases:
-    max = 0
 
 
 class Session5(Session):
@@ -62,12 +56,8 @@ class Session5(Session):
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
         # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
         self._not_found = 0x92 if self.server_max_packet >= 5 else 0
-        n = min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum)
-        if n:  # a v5 server granted aliases: a new set for this connection
-            from tinymqtt.aliases import TopicAliases
-            self.aliases = TopicAliases(n)
-        else:
-            self.aliases = _NoAliases
+        # the outbound topic aliases the server granted (max 0: none), a new set for each connection
+        self.aliases = TopicAliases(min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum))
 
     # ------------------------------------------------------------ connection
 
@@ -105,7 +95,14 @@ class Session5(Session):
             self._send(Packet(_DISCONNECT, reason=e.reason))
         Session._fail(self, e)
 
-    def _other(self, t, p):
+    def _packet(self, buf, pos, total):
+        # DISCONNECT and AUTH, what only a v5 server sends; Session takes every other packet.
+        t = buf[pos] >> 4
+        if t != _DISCONNECT and t != _AUTH:
+            return Session._packet(self, buf, pos, total)
+        p = decode(self._inmv[pos:pos + total], _V5)
+        if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
+            raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
         if t == _DISCONNECT:
             if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
@@ -113,10 +110,6 @@ class Session5(Session):
             self.state = DISCONNECTED
             self.on_event(_DISCONNECT, p, p.reason)
             raise ConnectionLost(p.reason, "server sent DISCONNECT")
-        if t != _AUTH:
-            Session._other(self, t, p)
-        if self.state == CONNECTING and p.reason != 0x18:
-            raise protocol_error("AUTH with reason code 0x%02X before CONNACK" % p.reason)
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
         # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
         method = (self.props or {}).get(_AUTHENTICATION_METHOD)
@@ -177,12 +170,6 @@ class Session5(Session):
         if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
-
-    def _sub_len(self, topics, props):
-        n = 2 + v5().put(None, 0, props, _SUBSCRIBE)
-        for f, o in topics:
-            n += 3 + len(f.encode())
-        return 1 + vbi_len(n) + n
 
     # ------------------------------------------------------------ input
 

@@ -67,16 +67,17 @@ class Reader:
         self.pos = p + n
         return p
 
-    def u8(self, what="a field"):
-        return self.mv[self.need(1, what)]
-
-    def u16(self, what="a field"):
-        p = self.need(2, what)
-        return self.mv[p] << 8 | self.mv[p + 1]
+    def uint(self, n, what="a field"):
+        """An n-byte big-endian integer (MQTT's bytes and two- and four-byte integers)."""
+        p = self.need(n, what)  # (not inside range(): MicroPython's for-range reads its end first)
+        v = 0
+        for i in range(p, self.pos):
+            v = v << 8 | self.mv[i]
+        return v
 
     def str(self, what="a string"):
         mv = self.mv
-        i = start = self.need(self.u16(what), what)
+        i = start = self.need(self.uint(2, what), what)
         end = self.pos
         # str() refuses broken UTF-8 structure on CPython and MicroPython alike, but MicroPython's lets
         # overlongs, surrogates and code points past U+10FFFF through (spec 1.5.4 forbids them): a lead byte

@@ -1,7 +1,6 @@
 # Topic Names, Topic Filters and matching (spec 4.7, 4.8.2): the spec's own examples, the reason codes raised,
 # empty levels and shared subscriptions. Plain asserts only: runs under pytest and under MicroPython.
 from tinymqtt.topic import validate_name, validate_filter, matches
-from tinymqtt.props import share_parts  # MQTT 5 only
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 
 
@@ -183,12 +182,3 @@ def test_filter_error_messages():
     assert "share name" in e.msg, e.msg
     e = raises(validate_filter, "y" * 100 + "+", 0x8F)
     assert len(e.msg) < 120, e.msg  # a long filter is shortened in the message
-
-
-def test_share_parts():
-    assert share_parts("$share/consumer1/sport/tennis/+") == ("consumer1", "sport/tennis/+")
-    assert share_parts("$share/g/#") == ("g", "#")
-    assert share_parts("sport/#") == (None, "sport/#")
-    assert share_parts("$share") == (None, "$share")
-    assert share_parts("$share/g") == ("g", "")
-    assert share_parts("$share/g/a/b/c") == ("g", "a/b/c")
