@@ -49,3 +49,20 @@ def test_slow_consumer_on_the_unix_port(broker, version, qos):
 @pytest.mark.parametrize("board", ["sim", "linux"])
 def test_slow_consumer_on_the_simulated_board_and_cpython(broker, board):
     run_slow_consumer(broker, board, 5, 1)
+
+
+@pytest.mark.parametrize("board", ["unix", "linux"])
+def test_a_handler_that_raises_stops_the_client_and_wakes_its_waiters(broker, board):
+    # The reader task dies of the handler's error: the client stops with it (last_error, on_disconnect) and an
+    # awaited QoS 1 publish returns None (the client closed) instead of waiting forever.
+    if board == "unix" and not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port")
+    env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, CLIENT_ID="h%s" % uid(), VERSION=4,
+               PREFIX="raise/%s/" % uid())
+    with tools.sim.start_app(os.path.join(APPS, "handler_raises.py"), env=env, board=board) as b:
+        assert b.wait(30) == 0, b
+        res = b.results()
+    assert len(res) == 1, b
+    assert res[0]["returned"] is None and res[0]["closed"], res
+    assert "the handler failed" in res[0]["last_error"], res
+    assert len(res[0]["disconnected"]) == 1 and "the handler failed" in res[0]["disconnected"][0], res

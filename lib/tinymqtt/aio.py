@@ -59,7 +59,8 @@ class AsyncClient(Driver):
         await self._open()
         if not self.transport:  # e.g. TLS 1.3: a refused client certificate shows at the first write
             raise self.last_error
-        self._tasks = [asyncio.create_task(self._reader()), asyncio.create_task(self._ticker())]
+        self._tasks = [asyncio.create_task(self._guard(self._reader())),
+                       asyncio.create_task(self._guard(self._ticker()))]
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except asyncio.TimeoutError:
@@ -98,11 +99,15 @@ class AsyncClient(Driver):
         await self.close()
 
     async def close(self):
-        self._closed = True
-        self.reconnect = False
         for t in self._tasks:
             t.cancel()
         self._tasks = []
+        self._end()
+
+    def _end(self):
+        # Stops the client: the link closes and every waiter wakes (awaited flows end with None).
+        self._closed = True
+        self.reconnect = False
         if self.transport:
             self.transport.close()
             self.transport = None
@@ -205,15 +210,16 @@ class AsyncClient(Driver):
         return m
 
     async def _result(self, pid):
-        # How the flow of pid ended (None: the client closed); raises NotDelivered for a refused or lost message.
+        # How the flow of pid ended (None: the client closed, also before the flow began); raises NotDelivered
+        # for a refused or lost message.
         d = self._done
         try:
-            while d.get(pid) is WAITING:
+            while d.get(pid) is WAITING and not self._closed:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
         finally:  # (cancelled by wait_for...: nobody waits any more)
             r = self._outcome(pid)
-        return r
+        return None if r is WAITING else r
 
     # ---------------------------------------------------------------- tasks
 
@@ -228,6 +234,21 @@ class AsyncClient(Driver):
             await self.flush()
         except LINK_ERRORS as e:
             self._close(e)
+
+    async def _guard(self, task):
+        # An error in a task that is not the link's (those end a connection and are handled inside): a handler's
+        # own, or MemoryError. The client stops with it as last_error, on_disconnect and connect() see it, and
+        # every waiter wakes, rather than awaiting a task that is gone; asyncio still reports it.
+        try:
+            await task
+        except Exception as e:
+            self.reconnect = False
+            if self.transport:
+                self._close(e)
+            self.last_error = e
+            self._connected.set()
+            self._end()
+            raise
 
     async def _reader(self):
         s, p = self.session, self.p
