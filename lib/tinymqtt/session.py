@@ -84,7 +84,7 @@ class Session:
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
-        self.flights = Inflight(max_inflight)
+        self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
