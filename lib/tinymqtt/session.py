@@ -48,8 +48,8 @@ _RELEASED = const(4)
 _RELQ = const(5)
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
-_RX_WAIT_APP = const(1)  # inbound: delivered, awaiting the application's ack
-_RX_PUBREC = const(2)  # inbound: PUBREC sent
+# Inbound flow states: delivered, awaiting the application's ack (QoS 1: 1, QoS 2: 3; bit 0 set), or PUBREC sent.
+_RX_PUBREC = const(2)
 _RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
@@ -89,7 +89,6 @@ class Session:
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
         self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
-        self._rx_qos = bytearray(receive_maximum)
         self._rx_state = bytearray(receive_maximum)
         self._rx_n = 0
         self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
@@ -315,11 +314,11 @@ class Session:
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
         Returns False when `out` has no room (write it, then ack again)."""
         j = self._rx(msg.pid)
-        if j < 0 or self._rx_state[j] != _RX_WAIT_APP:
+        if j < 0 or not self._rx_state[j] & 1:
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
-        if self._rx_qos[j] == 1:
+        if self._rx_state[j] == 1:  # (QoS 1)
             self._rx(msg.pid, 0)
             self._send(_PUBACK, msg.pid)
         else:
@@ -423,7 +422,7 @@ class Session:
         f = self.flights
         if t == _PUBREL:  # the inbound flow table's (below)
             j = self._rx(pid)
-            if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
+            if j >= 0 and self._rx_state[j] & 1:  # (awaiting the application)
                 raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
             if self.hold_pubrel is None or not self.hold_pubrel(pid):
                 self.complete(pid)
@@ -458,7 +457,7 @@ class Session:
                 if self._rx_state[j] == _RX_PUBREC:
                     self._send(_PUBREC, p.pid)
                 return
-            self._rx(p.pid, _RX_WAIT_APP if later else _RX_PUBREC, q)
+            self._rx(p.pid, q + q - 1 if later else _RX_PUBREC)  # (awaiting the application: 1 or 3)
         hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
@@ -534,8 +533,8 @@ class Session:
 
     # ------------------------------------------------------------ inbound flow table
     # Inbound QoS 2 flows, and QoS 1/2 messages the application acknowledges itself (manual_ack, ack_later):
-    # rows _rx_pid/_rx_qos/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
-    #   PUBLISH --> WAIT_APP (delivered, the application acks later) or PUBREC (QoS 2: PUBREC sent)
+    # rows _rx_pid/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
+    #   PUBLISH --> WAIT_APP (delivered, the application acks later: 1 for QoS 1, 3 for QoS 2) or PUBREC (2: sent)
     #   WAIT_APP --ack()--> QoS 1: gone (PUBACK); QoS 2: PUBREC
     #   PUBREC --PUBREL, complete()--> gone (PUBCOMP)
     #   a PUBLISH for a pid in the table is a resend: never delivered twice; a new session empties the table.
@@ -545,9 +544,9 @@ class Session:
     # each and get a memory bound of 64x (min 1024). Beyond either, the server gets 0x93 (3.x: the connection
     # just closes).
 
-    def _rx(self, pid, state=-1, q=0):
+    def _rx(self, pid, state=-1):
         """The row of inbound flow pid, or -1; state 0 also removes it. state > 0 adds the flow pid (absent: the
-        caller looked) with that state and QoS q, and returns its row."""
+        caller looked) with that state, and returns its row."""
         n, ix = self._rx_n, self._rx_index
         if state > 0:
             rm = self.receive_maximum
@@ -555,15 +554,14 @@ class Session:
                 waiting = 0
                 if self.version == _V5:
                     for k in range(n):
-                        waiting += self._rx_state[k] == _RX_WAIT_APP
+                        waiting += self._rx_state[k] & 1
                 if waiting >= rm or n >= max(64 * rm, 1024):
                     raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
                                               % (rm, n))
             if n == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
                 self._rx_pid.append(0)
-                self._rx_qos.append(0)
                 self._rx_state.append(0)
-            self._rx_pid[n], self._rx_qos[n], self._rx_state[n] = pid, q, state
+            self._rx_pid[n], self._rx_state[n] = pid, state
             self._rx_n = n + 1
             if ix is not None:
                 ix[pid] = n
@@ -580,6 +578,6 @@ class Session:
                 del ix[pid]
                 if j != n:
                     ix[self._rx_pid[n]] = j
-            self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[n], self._rx_qos[n], self._rx_state[n]
+            self._rx_pid[j], self._rx_state[j] = self._rx_pid[n], self._rx_state[n]
             self._rx_n = n
         return j
