@@ -115,7 +115,8 @@ class Session:
 
     def connect(self, now):
         """Starts a new network connection: writes CONNECT into out."""
-        self._now = self.last_sent = self.last_recv = self._connect_at = now
+        self._now = self.last_sent = self.last_recv = self._ping_at = now  # (_ping_at: until CONNACK, when CONNECT
+        # went; no PINGREQ is out before)
         self.inlen = self.outlen = 0
         self.pinging = False
         # The first connection starts as asked; later ones resume whatever session the server kept (3.x: a
@@ -482,7 +483,7 @@ class Session:
         """Keep-alive, dead-link detection and 3.x retries. Returns milliseconds until it is due again."""
         self._now = now
         if self.state == CONNECTING:
-            left = self.connect_timeout_ms - ticks_diff(now, self._connect_at)
+            left = self.connect_timeout_ms - ticks_diff(now, self._ping_at)
             if left <= 0:
                 self.state = DISCONNECTED
                 raise ConnectionLost(0x88, "no CONNACK within %d ms" % self.connect_timeout_ms)
