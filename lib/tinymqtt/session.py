@@ -70,10 +70,11 @@ class Session:
         if version != 3 and version != 4 and type(self) is Session:
             raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1; MQTT 5 is session5.Session5")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
-        self.username, self.password, self.props = username, password, props
-        self.keepalive, self.session_expiry = keepalive, session_expiry
-        self.receive_maximum, self.topic_alias_maximum = receive_maximum, topic_alias_maximum
-        self.send_alias_maximum, self.manual_ack, self.retry_ms = send_alias_maximum, manual_ack, retry_ms
+        self.username, self.password, self.keepalive = username, password, keepalive
+        self.receive_maximum, self.manual_ack, self.retry_ms = receive_maximum, manual_ack, retry_ms
+        if version == _V5:  # MQTT 5's options: a 3.x session ignores them, and has no slots for them
+            self.props, self.session_expiry = props, session_expiry
+            self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
         self.on_event = on_event or (lambda ev, value, reason: None)
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
