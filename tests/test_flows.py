@@ -5,7 +5,7 @@ from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLI
 
 
 def _flight(qos, state=SENT):
-    f = Inflight(4)
+    f = Inflight(4, 1)
     i = f.add(b"t", b"x", qos, 0, None)
     f.mark(i, state, 100)
     return f, i, f.pid[i]
@@ -22,13 +22,13 @@ def test_acks_move_a_flow_as_the_diagram_says():
     assert f.ack(5, pid, 0x80, 7) == 5 and f.state[i] == FREE  # refused: the flow ends
     f, i, pid = _flight(1)
     assert f.ack(5, pid, 0, 7) == 0 and f.ack(4, pid, 0, 7) == 4 and f.count == 0
-    f = Inflight(4)
+    f = Inflight(4, 1)
     i = f.add(None, None, 3, 0, None)
     assert f.state[i] == CONTROL and f.next_queued() < 0 and f.ack(4, f.pid[i], 0, 0) == -1
 
 
 def test_a_new_connection_resends_or_ends_each_flow():
-    f = Inflight(8)
+    f = Inflight(8, 1)
     slots = [f.add(b"t", b"%d" % k, 1 + k % 2, 0, None) for k in range(4)]
     for i, st in zip(slots, (SENT, SENT, QUEUED, RELEASED)):
         f.mark(i, st)

@@ -5,10 +5,11 @@
 class TopicAliases:
     def __init__(self, maximum=0):
         self.max = maximum
-        self.alias = {}  # encoded topic -> alias
-        self.topic = [None] * (maximum + 1)
-        self.used = [0] * (maximum + 1)
-        self.clock = 0
+        if maximum:  # (none granted: lookup() answers 0 and needs no tables)
+            self.alias = {}  # encoded topic -> alias
+            self.topic = [None] * (maximum + 1)
+            self.used = [0] * (maximum + 1)
+            self.clock = 0
 
     reset = __init__  # a new connection: every alias is forgotten (spec 3.3.2.3.4)
 

@@ -42,14 +42,14 @@ def ticks_diff(a, b):
 
 
 class Inflight:
-    def __init__(self, size):
+    def __init__(self, size, timed):  # timed: the 3.x retry timer may run, so a slot keeps when it was sent
         self.size = size
         self.state = bytearray(size)
         self.qos = bytearray(size)  # 0-2; 3 for CONTROL
         self.retain = bytearray(size)
         self.pid = [0] * size
         self.seq = [0] * size  # publish order: queued messages go out, and resends happen, in this order
-        self.sent_at = [0] * size
+        self.sent_at = timed and [0] * size
         self.topic = [None] * size
         self.payload = [None] * size
         self.props = [None] * size
@@ -116,7 +116,8 @@ class Inflight:
         # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
         self.unacked += (SENT <= state <= RELQ) - (SENT <= self.state[i] <= RELQ)
         self.state[i] = state
-        self.sent_at[i] = now
+        if self.sent_at:
+            self.sent_at[i] = now
         if not state:
             self.topic[i] = self.payload[i] = self.props[i] = None
             self.count -= 1

@@ -48,8 +48,8 @@ _RELEASED = const(4)
 _RELQ = const(5)
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
-_RX_WAIT_APP = const(1)  # inbound: delivered, awaiting the application's ack
-_RX_PUBREC = const(2)  # inbound: PUBREC sent
+# Inbound flow states: delivered, awaiting the application's ack (QoS 1: 1, QoS 2: 3; bit 0 set), or PUBREC sent.
+_RX_PUBREC = const(2)
 _RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
@@ -70,10 +70,11 @@ class Session:
         if version != 3 and version != 4 and type(self) is Session:
             raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1; MQTT 5 is session5.Session5")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
-        self.username, self.password, self.props = username, password, props
-        self.keepalive, self.session_expiry = keepalive, session_expiry
-        self.receive_maximum, self.topic_alias_maximum = receive_maximum, topic_alias_maximum
-        self.send_alias_maximum, self.manual_ack, self.retry_ms = send_alias_maximum, manual_ack, retry_ms
+        self.username, self.password, self.keepalive = username, password, keepalive
+        self.receive_maximum, self.manual_ack, self.retry_ms = receive_maximum, manual_ack, retry_ms
+        if version == _V5:  # MQTT 5's options: a 3.x session ignores them, and has no slots for them
+            self.props, self.session_expiry = props, session_expiry
+            self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
         self.on_event = on_event or (lambda ev, value, reason: None)
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
@@ -84,12 +85,11 @@ class Session:
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
         self.outlen = 0
-        self.flights = Inflight(max_inflight)
+        self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
         self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
-        self._rx_qos = bytearray(receive_maximum)
         self._rx_state = bytearray(receive_maximum)
         self._rx_n = 0
         self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
@@ -116,7 +116,8 @@ class Session:
 
     def connect(self, now):
         """Starts a new network connection: writes CONNECT into out."""
-        self._now = self.last_sent = self.last_recv = self._connect_at = now
+        self._now = self.last_sent = self.last_recv = self._ping_at = now  # (_ping_at: until CONNACK, when CONNECT
+        # went; no PINGREQ is out before)
         self.inlen = self.outlen = 0
         self.pinging = False
         # The first connection starts as asked; later ones resume whatever session the server kept (3.x: a
@@ -315,11 +316,11 @@ class Session:
         """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
         Returns False when `out` has no room (write it, then ack again)."""
         j = self._rx(msg.pid)
-        if j < 0 or self._rx_state[j] != _RX_WAIT_APP:
+        if j < 0 or not self._rx_state[j] & 1:
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
-        if self._rx_qos[j] == 1:
+        if self._rx_state[j] == 1:  # (QoS 1)
             self._rx(msg.pid, 0)
             self._send(_PUBACK, msg.pid)
         else:
@@ -423,7 +424,7 @@ class Session:
         f = self.flights
         if t == _PUBREL:  # the inbound flow table's (below)
             j = self._rx(pid)
-            if j >= 0 and self._rx_state[j] == _RX_WAIT_APP:
+            if j >= 0 and self._rx_state[j] & 1:  # (awaiting the application)
                 raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
             if self.hold_pubrel is None or not self.hold_pubrel(pid):
                 self.complete(pid)
@@ -458,7 +459,7 @@ class Session:
                 if self._rx_state[j] == _RX_PUBREC:
                     self._send(_PUBREC, p.pid)
                 return
-            self._rx(p.pid, _RX_WAIT_APP if later else _RX_PUBREC, q)
+            self._rx(p.pid, q + q - 1 if later else _RX_PUBREC)  # (awaiting the application: 1 or 3)
         hit = False
         for i in range(len(hs)):
             if matches(hs[i][0], topic):
@@ -483,7 +484,7 @@ class Session:
         """Keep-alive, dead-link detection and 3.x retries. Returns milliseconds until it is due again."""
         self._now = now
         if self.state == CONNECTING:
-            left = self.connect_timeout_ms - ticks_diff(now, self._connect_at)
+            left = self.connect_timeout_ms - ticks_diff(now, self._ping_at)
             if left <= 0:
                 self.state = DISCONNECTED
                 raise ConnectionLost(0x88, "no CONNACK within %d ms" % self.connect_timeout_ms)
@@ -534,8 +535,8 @@ class Session:
 
     # ------------------------------------------------------------ inbound flow table
     # Inbound QoS 2 flows, and QoS 1/2 messages the application acknowledges itself (manual_ack, ack_later):
-    # rows _rx_pid/_rx_qos/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
-    #   PUBLISH --> WAIT_APP (delivered, the application acks later) or PUBREC (QoS 2: PUBREC sent)
+    # rows _rx_pid/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
+    #   PUBLISH --> WAIT_APP (delivered, the application acks later: 1 for QoS 1, 3 for QoS 2) or PUBREC (2: sent)
     #   WAIT_APP --ack()--> QoS 1: gone (PUBACK); QoS 2: PUBREC
     #   PUBREC --PUBREL, complete()--> gone (PUBCOMP)
     #   a PUBLISH for a pid in the table is a resend: never delivered twice; a new session empties the table.
@@ -545,9 +546,9 @@ class Session:
     # each and get a memory bound of 64x (min 1024). Beyond either, the server gets 0x93 (3.x: the connection
     # just closes).
 
-    def _rx(self, pid, state=-1, q=0):
+    def _rx(self, pid, state=-1):
         """The row of inbound flow pid, or -1; state 0 also removes it. state > 0 adds the flow pid (absent: the
-        caller looked) with that state and QoS q, and returns its row."""
+        caller looked) with that state, and returns its row."""
         n, ix = self._rx_n, self._rx_index
         if state > 0:
             rm = self.receive_maximum
@@ -555,15 +556,14 @@ class Session:
                 waiting = 0
                 if self.version == _V5:
                     for k in range(n):
-                        waiting += self._rx_state[k] == _RX_WAIT_APP
+                        waiting += self._rx_state[k] & 1
                 if waiting >= rm or n >= max(64 * rm, 1024):
                     raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
                                               % (rm, n))
             if n == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
                 self._rx_pid.append(0)
-                self._rx_qos.append(0)
                 self._rx_state.append(0)
-            self._rx_pid[n], self._rx_qos[n], self._rx_state[n] = pid, q, state
+            self._rx_pid[n], self._rx_state[n] = pid, state
             self._rx_n = n + 1
             if ix is not None:
                 ix[pid] = n
@@ -580,6 +580,6 @@ class Session:
                 del ix[pid]
                 if j != n:
                     ix[self._rx_pid[n]] = j
-            self._rx_pid[j], self._rx_qos[j], self._rx_state[j] = self._rx_pid[n], self._rx_qos[n], self._rx_state[n]
+            self._rx_pid[j], self._rx_state[j] = self._rx_pid[n], self._rx_state[n]
             self._rx_n = n
         return j

@@ -48,11 +48,12 @@ class Session5(Session):
         # The server's limits from CONNACK properties, with the spec's defaults when absent.
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         self.max_qos = pr.get(_MAXIMUM_QOS, 2)
-        self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
         self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self.wildcards_available = pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
-        self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
-        self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
+        # what the server lacks, a bit a feature: 1 retained messages, 2 wildcard subscriptions, 4 subscription
+        # identifiers, 8 shared subscriptions (one attribute, not four: each costs the session's dict a slot)
+        self._lacks = (not pr.get(_RETAIN_AVAILABLE, 1)) + 2 * (not pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)) \
+            + 4 * (not pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)) \
+            + 8 * (not pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1))
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
         # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
         self._not_found = 0x92 if self.server_max_packet >= 5 else 0
@@ -136,7 +137,7 @@ class Session5(Session):
     # ------------------------------------------------------------ publish and subscribe
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
-        if retain and not self.retain_available:
+        if retain and self._lacks & 1:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
         return Session.publish(self, topic, payload, qos, retain, props)
 
@@ -163,11 +164,11 @@ class Session5(Session):
 
     def subscribe(self, topics, props=None, handler=None):
         for f, o in topics:
-            if not self.wildcards_available and ("+" in f or "#" in f):
+            if self._lacks & 2 and ("+" in f or "#" in f):
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if not self.shared_available and f.startswith("$share/"):
+            if self._lacks & 8 and f.startswith("$share/"):
                 raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
+        if props and _SUBSCRIPTION_IDENTIFIER in props and self._lacks & 4:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
 

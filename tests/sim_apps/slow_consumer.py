@@ -22,7 +22,7 @@ async def main():
         stats["held"] = max(stats["held"], c._inbox_n)
         waiting = 0
         for j in range(s._rx_n):
-            waiting += s._rx_state[j] == 1  # delivered, not acknowledged yet
+            waiting += s._rx_state[j] & 1  # delivered, not acknowledged yet (QoS 1: 1, QoS 2: 3)
         stats["unacked"] = max(stats["unacked"], waiting)
 
     s.on_event = on_event
