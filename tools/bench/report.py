@@ -616,11 +616,13 @@ def notes(res):
         L += ["### .mpy size", "",
               "- **Issue 12's targets (`mqtt311` <= 10 KB, `full` <= 20 KB of `.mpy` for esp32) are missed**; the "
               "profile figures are in \"Profiles on a board\". The 3.1.1 path no longer carries MQTT 5 (session5, "
-              "props and aliases load only for version 5), the codec holds only the client half, and the two clients "
-              "share one driver base; still session.mpy is %s and packets.mpy %s (portable). On a board's heap a "
-              "function costs more than its bytecode (its raw code, function object and name), so what would close "
-              "the gap is a 3.1.1 core with far fewer functions (a flow's transitions as one table), the fast "
-              "PUBLISH read and ack writers in the codec. umqtt.simple (%s) shows the floor for QoS 0/1 without a "
+              "props and aliases load only for version 5), the codec holds only the client half (with the one "
+              "PUBLISH reader and the ack writer), an outbound flow's transitions sit in one place (inflight) and "
+              "the two clients share one driver base; still session.mpy is %s and packets.mpy %s (portable). What "
+              "is left is code, not state: a connected client's heap is mostly its imported bytecode, functions and "
+              "names (a function costs a board more than its bytecode: its raw code, function object and name), so "
+              "only a 3.1.1 core with far fewer functions would close the gap; freezing (`manifest.py`) or ROMFS "
+              "takes the bytecode out of the heap. umqtt.simple (%s) shows the floor for QoS 0/1 without a "
               "session; QoS 2 and resumable in-flight state come on top." % (
                   kb(per.get("session", 0)), kb(per.get("packets", 0)), peer_kb(res, "umqtt.simple")), ""]
     h = res.get("mp_heap")
