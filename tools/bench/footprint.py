@@ -110,11 +110,11 @@ def smallest_heap(dest, hi=512 * 1024, step=1024):
 
 
 WASM = '''import gc, time, asyncio
-await asyncio.sleep(0)  # (this build frees garbage only once Python has returned to JS)
+await asyncio.sleep_ms(1)  # (this build frees garbage only once Python has returned to JS)
 gc.collect()
 BASE = gc.mem_alloc()
 from tinymqtt.%(module)s import %(cls)s
-await asyncio.sleep(0)
+await asyncio.sleep_ms(1)
 gc.collect()
 imported = gc.mem_alloc() - BASE
 CONNACK = b"\\x20\\x03\\x00\\x00\\x00" if %(version)d == 5 else b"\\x20\\x02\\x00\\x00"
@@ -154,7 +154,7 @@ async def main():
     r = c.connect()
     if r is not None and hasattr(r, "send"):
         await r
-    await asyncio.sleep(0)
+    await asyncio.sleep_ms(1)
     gc.collect()
     print("FOOTPRINT {\\"import\\": %%d, \\"connected\\": %%d, \\"received\\": 0}" %% (imported, gc.mem_alloc() - BASE))
 await asyncio.create_task(main())

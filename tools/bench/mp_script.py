@@ -132,38 +132,38 @@ class FakePort:
 
 async def heap():
     # (each gc.collect() follows an await: the WebAssembly build frees garbage only once it is back in JS)
-    await asyncio.sleep(0)
+    await asyncio.sleep_ms(1)
     gc.collect()
     base = gc.mem_alloc()
     import tinymqtt.client
-    await asyncio.sleep(0)
+    await asyncio.sleep_ms(1)
     gc.collect()
     out("heap.import.client", gc.mem_alloc() - base)
     import tinymqtt.aio  # noqa: F401 (what importing it costs is the figure)
-    await asyncio.sleep(0)
+    await asyncio.sleep_ms(1)
     gc.collect()
     out("heap.import.client+aio", gc.mem_alloc() - base)
     from tinymqtt.client import Client
     from tinymqtt.aio import AsyncClient
     for name in BOARDS:
         opts = BOARDS[name]
-        await asyncio.sleep(0)
+        await asyncio.sleep_ms(1)
         gc.collect()
         before = gc.mem_alloc()
         c = Client("broker", 1883, port_impl=FakePort(5), reconnect=False, client_id="bench", version=5, **opts)
         c.connect()
-        await asyncio.sleep(0)
+        await asyncio.sleep_ms(1)
         gc.collect()
         out("heap.client.%s" % name, gc.mem_alloc() - before)
         c = None
-        await asyncio.sleep(0)
+        await asyncio.sleep_ms(1)
         gc.collect()
         before = gc.mem_alloc()
 
         a = AsyncClient("broker", 1883, port_impl=FakePort(5), reconnect=False, client_id="bench", version=5,
                         **opts)
         await a.connect()
-        await asyncio.sleep(0)
+        await asyncio.sleep_ms(1)
         gc.collect()
         out("heap.aio.%s" % name, gc.mem_alloc() - before)
         await a.close()
