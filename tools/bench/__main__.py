@@ -185,7 +185,9 @@ def main(argv=None):
         res["mp_mem"] = mp.run(["memory"], 50 if a.quick else 500)
     if "heap" in a.only and mp_ok:
         log("bench: MicroPython heap of a connected client")
-        res["mp_heap"] = mp.run(["heap"], 1, boards)
+        res["mp_heap"] = {}
+        for name in boards:  # a process a board: a client measured after another in one process is not reliable
+            res["mp_heap"].update(mp.run(["heap"], 1, {name: boards[name]}))  # (the GC still sees the one before)
     if "codec" in a.only:
         log("bench: codec speed")
         res["codec"] = {"cpython": codec.speed(0.05 if a.quick else 0.3)}
