@@ -50,6 +50,15 @@ def test_the_retry_timer_resends_what_waited_too_long():
     assert f.retry(200, 100, 1000) == 1000 and f.state[i] == RESEND and f.next_queued() == i
 
 
+def test_a_late_ack_of_the_first_send_ends_a_flow_queued_for_its_resend():
+    # The 3.x timer queued the resend (RESEND), then the ack of the first send came: the flow ends (or goes on
+    # to PUBREL), it is no protocol error, and the stale queue entry never sends a freed or reused slot.
+    f, i, pid = _flight(1, RESEND)
+    assert f.ack(4, pid, 0, 7) == 4 and f.state[i] == FREE and f.next_queued() < 0
+    f, i, pid = _flight(2, RESEND)
+    assert f.ack(5, pid, 0, 7) == 6 and f.state[i] == RELEASED and f.next_queued() < 0
+
+
 def test_one_publish_reader_for_decode_and_the_session():
     buf = bytearray(64)
     m = Packet(PUBLISH)

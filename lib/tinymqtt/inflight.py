@@ -10,6 +10,7 @@ from tinymqtt.packets import Packet
 #                  | QoS 0: FREE once sent      | --PUBREC (QoS 2)--> RELEASED (PUBREL sent) --PUBCOMP--> FREE
 #                                               | --PUBREC >= 0x80 (refused)-----------------------------> FREE
 #   retry (a new connection keeping the session; the 3.x timer): SENT -> RESEND --pump(): PUBLISH, DUP--> SENT
+#                                                                (an ack in RESEND acts as in SENT: a late one)
 #                                                                RELEASED -> RELQ --pump(): PUBREL--> RELEASED
 #   a new connection without the session: SENT, RESEND -> FREE and event LOST (republish_lost: QUEUED, a first
 #   delivery again); RELEASED, RELQ -> FREE and event PUBCOMP (the server took the message over before).
@@ -141,15 +142,18 @@ class Inflight:
         st = self.state[i] if i >= 0 else CONTROL
         if st == CONTROL:
             return -1
-        q = self.qos[i]
-        if t == 5 and q == 2 and st >= SENT and reason < 0x80:
+        q, r = self.qos[i], 0
+        # RESEND counts as SENT: the ack of the first send may come after the 3.x timer queued the resend.
+        if t == 5 and q == 2 and st >= RESEND and reason < 0x80:
             self.mark(i, RELEASED, now)
-            return 6
-        if (t == 4 and q == 1 and st == SENT) or (t == 7 and q == 2 and st >= RELEASED) or (t == 5 and q == 2 and
-                                                                                             st >= SENT):
+            r = 6
+        elif (t == 4 and q == 1 and (st == SENT or st == RESEND)) or (t == 7 and q == 2 and st >= RELEASED) or \
+                (t == 5 and q == 2 and st >= RESEND):
             self.mark(i, FREE)
-            return t
-        return 0
+            r = t
+        if r and st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
+            self.requeue()
+        return r
 
     def retry(self, now, ms, wait):
         """The 3.x retry timer: flows on the wire for ms are sent again. Returns the ms until the next one is
