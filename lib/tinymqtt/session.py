@@ -302,10 +302,10 @@ class Session:
         self._handlers = hs
 
     def _request(self, t, topics, props):
-        pid = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
-        if pid < 0:
+        i = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
+        if i < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
-        pid = self.flights.pid[pid]
+        pid = self.flights.pid[i]
         self._send(Packet(t, pid=pid, topics=topics, props=props))
         return pid
 
@@ -446,10 +446,11 @@ class Session:
     def _on_publish(self, p):
         hs, topic, q = self._handlers, p.topic, p.qos
         hit = False
-        for i in range(len(hs)):
-            if matches(hs[i][0], topic):
-                hit = True
-                break
+        if q and self.ack_later and not self.manual_ack:  # (only there does a claiming handler decide the ack)
+            for i in range(len(hs)):
+                if matches(hs[i][0], topic):
+                    hit = True
+                    break
         later = q and (self.manual_ack or (self.ack_later and not hit))
         if q == 2 or later:
             j = self._rx(p.pid)
