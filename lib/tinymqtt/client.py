@@ -150,8 +150,8 @@ class Client(Driver):
                 e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
                 if pid == -2 or isinstance(e, ConnectionLost):
                     raise e
-                r = getattr(e, "reason", 0x80)  # (not inside the raise: deploy's shorten.py rewrites its strings)
-                raise ConnectionLost(r, "not connected (reconnect=False): %s" % (e or "disconnect() was called"))
+                raise ConnectionLost(getattr(e, "reason", 0x80), "not connected (reconnect=False): %s"
+                                     % (e or "disconnect() was called"))
             left = ms - ticks_diff(p.ticks_ms(), start)
             if left <= 0:
                 return False
