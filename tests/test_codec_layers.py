@@ -17,7 +17,8 @@ def run(code):
 
 def test_a_311_client_codec_never_loads_mqtt5():
     out = run(
-        "from tinymqtt.packets import *\n"
+        "from tinymqtt.packets import Packet, encode, encode_publish, decode, PUBLISH, CONNECT, PUBACK, PUBREC, \\\n"
+        "    PUBREL, PUBCOMP, PINGREQ, SUBSCRIBE, UNSUBSCRIBE, DISCONNECT\n"
         "b = bytearray(256)\n"
         "w = Packet(PUBLISH, topic='w', payload=b'x', qos=1)\n"
         "for p in (Packet(CONNECT, client_id='c', username='u', password=b'p', will=w), Packet(PUBACK, pid=1),\n"
