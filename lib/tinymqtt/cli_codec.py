@@ -6,7 +6,7 @@
 from tinymqtt import packets as K
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
-from tinymqtt.props import binary
+from tinymqtt.props import Reader, binary
 from tinymqtt.wire import put
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
@@ -48,8 +48,10 @@ def _repr(self):
     return "<" + " ".join(out) + ">"
 
 
-def _decode(r, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
+def _decode(mv, pos, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE from pos (after the packet id) to the end
+    r = Reader(mv, pos, len(mv))
     (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
+    r.done(p.type)
 
 
 def _d_connect(r, p, v):

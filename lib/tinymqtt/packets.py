@@ -6,11 +6,11 @@
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields) is props.py's, loaded by v5() at the
 # first v5 packet, so a 3.1.1 client never imports it.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import Reader, put, put_str, text, vbi_len
+from tinymqtt.wire import put, put_str, text, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
-# The server half (cli_codec.py) plugs in here: SERVER_DECODE(reader, packet, level) for CONNECT, SUBSCRIBE and
-# UNSUBSCRIBE, SERVER_ENCODE(buf, pos, packet, level) for CONNACK, SUBACK and UNSUBACK.
+# The server half (cli_codec.py) plugs in here: SERVER_DECODE(mv, pos, packet, level) reads CONNECT, SUBSCRIBE and
+# UNSUBSCRIBE from pos (after a packet id) to the end, SERVER_ENCODE(buf, pos, packet, level) for CONNACK, SUBACK and UNSUBACK.
 SERVER_DECODE = SERVER_ENCODE = None
 
 
@@ -129,46 +129,48 @@ def decode(mv, version=_V5):
         f &= _FLAGS[t] and 6
     if not t or (t == _AUTH and version < _V5) or (t != _PUBLISH and f != _FLAGS[t]):
         raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
-    i = 2
-    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
-        i += 1
     p = Packet(t)
     if t == _PUBLISH:
         read_publish(mv, 0, n, p, version)
         if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
             p.props = {0x23: p.alias}
         return p
-    r = Reader(mv, i, n)
-    if t == _CONNACK:
-        c = r.uint(1)
-        if version == _V31:
-            c = 0  # 3.1: the first byte is unused
-        p.session_present = bool(c)
-        if version < _V5:
-            p.reason = r.uint(1)
-        if c & 0xFE or p.reason > 5 and version < _V5:
-            raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
-    if _PUBLISH < t < _PINGREQ:  # PUBACK..UNSUBACK
-        p.pid = r.uint(2)
+    i = 2
+    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+        i += 1
+    if t == _CONNACK:  # its flags: session present (3.1 leaves the byte unused)
+        c = mv[i] if i < n and version > _V31 else 0
+        if c > 1:
+            raise malformed("reserved CONNACK flag bits %s" % bin(c))
+        p.session_present = c == 1
+        i += 1
+    if _PUBLISH < t < _PINGREQ:  # PUBACK..UNSUBACK: the packet identifier
+        if i + 2 > n:
+            raise malformed("packet ends inside the packet identifier")
+        p.pid = mv[i] << 8 | mv[i + 1]
         if not p.pid:
             raise malformed("packet identifier 0")
+        i += 2
     if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE:
         if not SERVER_DECODE:
             raise protocol_error("a server never sends %s" % NAMES[t])
-        SERVER_DECODE(r, p, version)
+        SERVER_DECODE(mv, i, p, version)  # the rest of it, to the end
     elif version == _V5:
-        v5().tail(r, p)  # reason code, properties, SUBACK and UNSUBACK codes
-    elif t == _SUBACK:
-        c = bytes(mv[r.pos:n])
-        r.pos = n
-        p.codes = list(c)
-        # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
-        if not c or c.strip(b"\0\1\2\x80" if version == _V311 else b"\0\1\2"):
-            raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+        v5().tail(mv, i, p)  # reason code, properties, SUBACK and UNSUBACK codes, to the end
+    else:  # 3.x: what is left is CONNACK's return code, SUBACK's return codes, or nothing
+        c = bytes(mv[i:n])
+        if t == _SUBACK:
+            p.codes = list(c)
+            # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
+            if not c or c.strip(b"\0\1\2\x80" if version == _V311 else b"\0\1\2"):
+                raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+        elif t == _CONNACK and len(c) == 1 and c[0] < 6:
+            p.reason = c[0]
+        elif c or t == _CONNACK:
+            raise malformed("%s with %d bytes after its fixed fields (CONNACK: one, a return code 0-5)"
+                            % (NAMES[t], n - i))
     if t == _CONNACK and p.reason and p.session_present:
         raise protocol_error("CONNACK refuses the connection but says session present")
-    if r.pos != n:
-        raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
     return p
 
 
@@ -192,12 +194,14 @@ def read_publish(mv, pos, end, m, version):
         i += 1
     ts = i + 2
     if ts > end:
-        raise malformed("packet ends inside topic name")
+        raise malformed("packet ends inside the topic name's length")
     te = ts + (mv[i] << 8 | mv[i + 1])
+    if te > end:
+        raise malformed("packet ends inside topic name")
     s = ""
     if te > ts:
         s = None
-        if _CACHE and te <= end:
+        if _CACHE:
             n = te - ts
             for k in range(8):
                 b = _TOPICS[k]
@@ -209,7 +213,7 @@ def read_publish(mv, pos, end, m, version):
                         s = _TOPICS[k + 8]
                         break
         if s is None:
-            s = Reader(mv, i, end).str("topic name")
+            s = utf8(mv, ts, te, "topic name")
             if "+" in s or "#" in s:
                 raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
             if _CACHE:
