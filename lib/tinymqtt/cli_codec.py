@@ -126,6 +126,7 @@ def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
     K.SERVER_DECODE, K.SERVER_ENCODE = _decode, _encode
     Packet.version = V5  # set by decoding a CONNECT
+    Packet.session_present = False  # (the client half sets it only in the CONNACKs it decodes)
     Packet.__eq__, Packet.__repr__ = _eq, _repr
 
 

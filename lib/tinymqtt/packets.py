@@ -65,9 +65,9 @@ def __getattr__(name):
 
 
 class Packet:
-    """One control packet. Defaults live on the class, so a packet holds only the fields it sets.
-    A Will is a Packet(PUBLISH) with topic, payload, qos, retain and props."""
-    type = 0
+    """One control packet. Defaults live on the class, so a packet holds only the fields it sets (a field that
+    only decoding sets has none: a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
+    Alias). A Will is a Packet(PUBLISH) with topic, payload, qos, retain and props."""
     pid = 0
     reason = 0
     props = None
@@ -76,10 +76,8 @@ class Packet:
     qos = 0
     retain = False
     dup = False
-    alias = -1  # a received PUBLISH's Topic Alias (read_publish), -1 without one
     topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
-    session_present = False
     client_id = ""
     clean = True
     keepalive = 0
