@@ -2,6 +2,7 @@
 # never loads props.py, the MQTT 5 half; without cli_codec.py the client half refuses what only a server
 # receives or sends; importing cli_codec.py plugs the server half in.
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,3 +54,17 @@ def test_the_server_half_is_refused_until_cli_codec_plugs_it_in():
         "print(decode(connect, 4) == Packet(CONNECT, client_id='c', keepalive=60))\n")
     assert out.split("\n") == ["RemoteProtocolError 0x82", "LocalProtocolError 0x82", "LocalProtocolError 0x82",
                                "Packet", "int", "int", "True", ""]
+
+
+def test_mqtt5_subscription_options_are_props_and_refused_without_them(tmp_path):
+    # sub_options() builds MQTT 5's options byte (a 3.x subscription takes the QoS alone): props.py has it,
+    # packets.sub_options loads it; a build without props.py (profile mqtt311) refuses it with 0x84.
+    code = ("from tinymqtt import packets\n"
+            "try:\n    print(packets.sub_options(1, no_local=True, retain_handling=2))\n"
+            "except Exception as e:\n    print(type(e).__name__, hex(e.reason))\n")
+    assert run(code) == "37\n"
+    lib = tmp_path / "lib"
+    shutil.copytree(LIB, lib, ignore=shutil.ignore_patterns("props.py", "__pycache__"))
+    p = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r)\n" % str(lib) + code],
+                       capture_output=True, text=True, timeout=30)
+    assert p.stdout == "LocalProtocolError 0x84\n", p.stderr

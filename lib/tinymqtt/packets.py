@@ -55,7 +55,10 @@ MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte 
 
 def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
-    # global for each (this module's code uses the private constants above, which MicroPython inlines).
+    # global for each (this module's code uses the private constants above, which MicroPython inlines); and
+    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
+    if name == "sub_options":
+        return v5().sub_options
     if name in NAMES[1:]:
         return NAMES.index(name)
     levels = ("V31", "V311", "V5")
@@ -89,11 +92,6 @@ class Packet:
         self.type = type
         for k in fields:
             setattr(self, k, fields[k])
-
-
-def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
-    """The SUBSCRIBE options byte (v5 3.8.3.1); 3.x uses only the QoS bits."""
-    return qos | no_local << 2 | retain_as_published << 3 | retain_handling << 4
 
 
 # ---------------------------------------------------------------- framing and decoding

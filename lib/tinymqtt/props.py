@@ -101,6 +101,11 @@ def __getattr__(name):
     return sorted(TABLE)[i] if i < 27 else i - 26
 
 
+def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
+    """The SUBSCRIBE options byte (v5 3.8.3.1; also packets.sub_options); 3.x uses only the QoS bits."""
+    return qos | no_local << 2 | retain_as_published << 3 | retain_handling << 4
+
+
 class Reader:
     """Reads one packet's variable fields from a memoryview (MQTT 5's, and the server half's in cli_codec.py);
     every overrun is a Malformed Packet (0x81). A 3.x client's packets have fixed layouts: packets.py reads them
