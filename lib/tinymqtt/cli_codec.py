@@ -5,7 +5,7 @@
 # MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
+from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
 from tinymqtt.props import Reader, binary
 from tinymqtt.wire import put
 
@@ -122,9 +122,13 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     return pos
 
 
+def _server(b, pos, p, v):  # packets.SERVER: the types a server receives are read, the others written
+    return (_decode if p.type in (CONNECT, SUBSCRIBE, UNSUBSCRIBE) else _encode)(b, pos, p, v)
+
+
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K.SERVER_DECODE, K.SERVER_ENCODE = _decode, _encode
+    K.SERVER = _server
     Packet.version = V5  # set by decoding a CONNECT
     Packet.session_present = False  # (the client half sets it only in the CONNACKs it decodes)
     Packet.__eq__, Packet.__repr__ = _eq, _repr

@@ -9,9 +9,10 @@ from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, Remot
 from tinymqtt.wire import put, put_str, text, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
-# The server half (cli_codec.py) plugs in here: SERVER_DECODE(mv, pos, packet, level) reads CONNECT, SUBSCRIBE and
-# UNSUBSCRIBE from pos (after a packet id) to the end, SERVER_ENCODE(buf, pos, packet, level) for CONNACK, SUBACK and UNSUBACK.
-SERVER_DECODE = SERVER_ENCODE = None
+# The server half (cli_codec.py) plugs in here: SERVER(mv, pos, packet, level) reads a CONNECT, SUBSCRIBE or
+# UNSUBSCRIBE from pos (after a packet id) to the end; SERVER(buf, pos, packet, level) writes the body of a CONNACK,
+# SUBACK or UNSUBACK (buf None: only counts), as _body() does a client's.
+SERVER = None
 
 
 def v5():
@@ -147,10 +148,10 @@ def decode(mv, version=_V5):
         if not p.pid:
             raise malformed("packet identifier 0")
         i += 2
-    if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if not SERVER_DECODE:
+    if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
+        if not SERVER:
             raise protocol_error("a server never sends %s" % NAMES[t])
-        SERVER_DECODE(mv, i, p, version)  # the rest of it, to the end
+        SERVER(mv, i, p, version)  # the rest of it, to the end
     elif version == _V5:
         v5().tail(mv, i, p)  # reason code, properties, SUBACK and UNSUBACK codes, to the end
     else:  # 3.x: what is left is CONNACK's return code, SUBACK's return codes, or nothing
@@ -300,7 +301,7 @@ def encode(buf, p, version=_V5, off=0):
     t = p.type
     if t == _PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    body = SERVER_ENCODE if t == _CONNACK or t == _SUBACK or t == _UNSUBACK else _body
+    body = SERVER if t == _CONNACK or t == _SUBACK or t == _UNSUBACK else _body
     if not 0 < t < 16 or (t == _AUTH and version < _V5) or not body:
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
