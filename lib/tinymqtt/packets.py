@@ -135,12 +135,17 @@ def decode(mv, version=_V5):
     i = 2
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
-    if t == _CONNACK:  # its flags: session present (3.1 leaves the byte unused)
-        c = mv[i] if i < n and version > _V31 else 0
-        if c > 1:
-            raise malformed("reserved CONNACK flag bits %s" % bin(c))
+    if t == _CONNACK:  # its flags (session present; 3.1 leaves the byte unused), its return code (v5: reason code)
+        if i + 2 > n:
+            raise malformed("packet ends inside CONNACK's flags or return code")
+        c = mv[i] if version > _V31 else 0
+        p.reason = mv[i + 1]
+        if c > 1 or (p.reason > 5 and version < _V5):
+            raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
+        if c and p.reason:
+            raise protocol_error("CONNACK refuses the connection but says session present")
         p.session_present = c == 1
-        i += 1
+        i += 2
     if _PUBLISH < t < _PINGREQ:  # PUBACK..UNSUBACK: the packet identifier
         if i + 2 > n:
             raise malformed("packet ends inside the packet identifier")
@@ -153,21 +158,16 @@ def decode(mv, version=_V5):
             raise protocol_error("a server never sends %s" % NAMES[t])
         SERVER(mv, i, p, version)  # the rest of it, to the end
     elif version == _V5:
-        v5().tail(mv, i, p)  # reason code, properties, SUBACK and UNSUBACK codes, to the end
-    else:  # 3.x: what is left is CONNACK's return code, SUBACK's return codes, or nothing
+        v5().tail(mv, i, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
+    else:  # 3.x: what is left is SUBACK's return codes, or nothing
         c = bytes(mv[i:n])
         if t == _SUBACK:
             p.codes = list(c)
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
             if not c or c.strip(b"\0\1\2\x80" if version == _V311 else b"\0\1\2"):
                 raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
-        elif t == _CONNACK and len(c) == 1 and c[0] < 6:
-            p.reason = c[0]
-        elif c or t == _CONNACK:
-            raise malformed("%s with %d bytes after its fixed fields (CONNACK: one, a return code 0-5)"
-                            % (NAMES[t], n - i))
-    if t == _CONNACK and p.reason and p.session_present:
-        raise protocol_error("CONNACK refuses the connection but says session present")
+        elif c:
+            raise malformed("%d unexpected bytes at the end of %s" % (n - i, NAMES[t]))
     return p
 
 

@@ -281,14 +281,14 @@ def put_tail(b, pos, p):
 
 
 def tail(mv, i, p):
-    """Reads what follows the fixed fields of a v5 packet a server sends (packets.decode() has read the CONNACK
-    flags or the packet id; the fields end at len(mv)): its reason code (CONNACK's always, an ack's, DISCONNECT's
-    or AUTH's if present), its properties, and the reason codes of a SUBACK or UNSUBACK."""
+    """Reads what follows the fixed fields of a v5 packet a server sends (packets.decode() has read a CONNACK's
+    flags and reason code, or the packet id; the fields end at len(mv)): its reason code (an ack's, DISCONNECT's
+    or AUTH's if present; CONNACK's is checked), its properties, and the reason codes of a SUBACK or UNSUBACK."""
     t = p.type
     r = Reader(mv, i, len(mv))
     if not 11 < t < 14:  # PINGREQ, PINGRESP: neither
         if t == 2 or (r.pos < r.end and t != 9 and t != 11):
-            c = r.uint(1, "reason code")
+            c = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in REASONS[t]:
                 raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
             p.reason = c
