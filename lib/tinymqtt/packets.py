@@ -49,8 +49,9 @@ _V5 = const(5)
 # each name as a str object on a board's heap; a list is built from the qstrs, which cost less).
 NAMES = ["reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
          "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH"]
-# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE.
-_FLAGS = b"\0\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
+# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (reserved
+# type 0: none matches).
+_FLAGS = b"\xff\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
 MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte Remaining Length of 2**28 - 1
 
 
@@ -124,7 +125,7 @@ def decode(mv, version=_V5):
     t, f = mv[0] >> 4, mv[0] & 15
     if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= _FLAGS[t] and 6
-    if not t or (t == _AUTH and version < _V5) or (t != _PUBLISH and f != _FLAGS[t]):
+    if (t == _AUTH and version < _V5) or (t != _PUBLISH and f != _FLAGS[t]):  # (type 0's flags: 0xFF)
         raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
     p = Packet(t)
     if t == _PUBLISH:
@@ -164,7 +165,7 @@ def decode(mv, version=_V5):
         if t == _SUBACK:
             p.codes = list(c)
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
-            if not c or c.strip(b"\0\1\2\x80" if version == _V311 else b"\0\1\2"):
+            if not c or c.strip(b"\0\1\2\x80"[:version]):
                 raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c:
             raise malformed("%d unexpected bytes at the end of %s" % (n - i, NAMES[t]))
@@ -173,7 +174,7 @@ def decode(mv, version=_V5):
 
 # A topic read lately is recognised by its bytes on MicroPython (_CACHE), so a steady stream of messages builds no
 # str. A pure cache: bytes in, the validated str out.
-_TOPICS = [None] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str
+_TOPICS = [b""] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str (b"" matches no topic)
 _next = 0  # the entry the next new topic replaces
 
 
@@ -190,11 +191,9 @@ def read_publish(mv, pos, end, m, version):
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
     ts = i + 2
-    if ts > end:
-        raise malformed("packet ends inside the topic name's length")
-    te = ts + (mv[i] << 8 | mv[i + 1])
+    te = ts + (mv[i] << 8 | mv[i + 1]) if ts <= end else ts
     if te > end:
-        raise malformed("packet ends inside topic name")
+        raise malformed("packet ends inside the topic name or its length")
     s = ""
     if te > ts:
         s = None
@@ -202,7 +201,7 @@ def read_publish(mv, pos, end, m, version):
             n = te - ts
             for k in range(8):
                 b = _TOPICS[k]
-                if b is not None and len(b) == n:
+                if len(b) == n:
                     j = 0
                     while j < n and b[j] == mv[ts + j]:
                         j += 1
