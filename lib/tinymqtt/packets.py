@@ -125,7 +125,7 @@ def decode(mv, version=_V5):
     t, f = mv[0] >> 4, mv[0] & 15
     if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= _FLAGS[t] and 6
-    if (t == _AUTH and version < _V5) or (t != _PUBLISH and f != _FLAGS[t]):  # (type 0's flags: 0xFF)
+    if t != _PUBLISH and f != _FLAGS[t]:  # (type 0's flags: 0xFF)
         raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
     p = Packet(t)
     if t == _PUBLISH:
@@ -136,24 +136,25 @@ def decode(mv, version=_V5):
     i = 2
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
-    if t == _CONNACK:  # its flags (session present; 3.1 leaves the byte unused), its return code (v5: reason code)
+    if 1 < t < _PINGREQ:  # two bytes: CONNACK's flags and return code (v5: reason code), the others' packet id
         if i + 2 > n:
-            raise malformed("packet ends inside CONNACK's flags or return code")
-        c = mv[i] if version > _V31 else 0
-        p.reason = mv[i + 1]
-        if c > 1 or (p.reason > 5 and version < _V5):
-            raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
-        if c and p.reason:
-            raise protocol_error("CONNACK refuses the connection but says session present")
-        p.session_present = c == 1
+            raise malformed("packet ends inside CONNACK's flags and return code, or the packet identifier")
+        c = mv[i]
+        d = mv[i + 1]
         i += 2
-    if _PUBLISH < t < _PINGREQ:  # PUBACK..UNSUBACK: the packet identifier
-        if i + 2 > n:
-            raise malformed("packet ends inside the packet identifier")
-        p.pid = mv[i] << 8 | mv[i + 1]
-        if not p.pid:
-            raise malformed("packet identifier 0")
-        i += 2
+        if t == _CONNACK:  # (3.1 leaves the flags byte unused)
+            if version == _V31:
+                c = 0
+            if c > 1 or (d > 5 and version < _V5):
+                raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
+            if c and d:
+                raise protocol_error("CONNACK refuses the connection but says session present")
+            p.session_present = c == 1
+            p.reason = d
+        else:
+            p.pid = c << 8 | d
+            if not p.pid:
+                raise malformed("packet identifier 0")
     if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
         if not SERVER:
             raise protocol_error("a server never sends %s" % NAMES[t])
@@ -167,8 +168,8 @@ def decode(mv, version=_V5):
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
             if not c or c.strip(b"\0\1\2\x80"[:version]):
                 raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
-        elif c:
-            raise malformed("%d unexpected bytes at the end of %s" % (n - i, NAMES[t]))
+        elif c or t == _AUTH:
+            raise malformed("%s: %d unexpected bytes at its end, or a type 3.x does not have" % (NAMES[t], n - i))
     return p
 
 
@@ -313,6 +314,7 @@ def encode(buf, p, version=_V5, off=0):
 def _body(b, pos, p, v):
     # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
     t = p.type
+    x = v == _V5 and v5()  # MQTT 5's properties module, or False
     if t == _CONNECT:
         w, u, pw = p.will, p.username, p.password
         if v == _V31 and not 0 < len(p.client_id) <= 23:
@@ -324,12 +326,12 @@ def _body(b, pos, p, v):
             f |= 4 | w.qos << 3 | bool(w.retain) << 5
         pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
         pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-        if v == _V5:
-            pos = v5().put(b, pos, p.props, _CONNECT)
+        if x:
+            pos = x.put(b, pos, p.props, _CONNECT)
         pos = put_str(b, pos, p.client_id)
         if w:
-            if v == _V5:
-                pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+            if x:
+                pos = x.put(b, pos, w.props, 0)  # 0: a Will's
             pos = put_str(b, put_str(b, pos, w.topic), w.payload)
         for s in (u, pw):
             if s is not None:
@@ -340,12 +342,12 @@ def _body(b, pos, p, v):
             raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
         pos = put(b, pos, p.pid, 2)
     if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if v == _V5:
-            pos = v5().put(b, pos, p.props, t)
+        if x:
+            pos = x.put(b, pos, p.props, t)
         if not p.topics:
             raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
         for f in p.topics:
             pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
         return pos
     # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
-    return v5().put_tail(b, pos, p) if v == _V5 and (p.reason or p.props) else pos
+    return x.put_tail(b, pos, p) if x and (p.reason or p.props) else pos
