@@ -63,9 +63,12 @@ def __getattr__(name):
         return v5().sub_options
     if name in NAMES[1:]:
         return NAMES.index(name)
-    levels = ("V31", "V311", "V5")
-    if name in levels:
-        return levels.index(name) + _V31
+    if name == "V31":
+        return _V31
+    if name == "V311":
+        return _V311
+    if name == "V5":
+        return _V5
     raise AttributeError(name)
 
 
