@@ -220,12 +220,13 @@ def read_publish(mv, pos, end, m, version):
                 _TOPICS[_next] = bytes(mv[ts:te])
                 _TOPICS[_next + 8] = s
                 _next = (_next + 1) & 7
-    i = te + 2 if q else te
-    if i + (version == _V5) > end:
-        raise malformed("packet ends inside the packet identifier or the property length")
-    m.pid = mv[te] << 8 | mv[te + 1] if q else 0
-    if q and not m.pid:
-        raise malformed("packet identifier 0")
+    i = te
+    m.pid = 0
+    if q:
+        i += 2
+        m.pid = mv[te] << 8 | mv[te + 1] if i <= end else 0
+        if not m.pid:
+            raise malformed("packet identifier 0, or the packet ends inside it")
     m.props = None
     m.alias = -1
     if version == _V5:
@@ -243,7 +244,7 @@ def read_publish(mv, pos, end, m, version):
 def put_ack(buf, off, t, pid, reason=0):
     """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
     and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
-    buf[off] = t << 4 | (2 if t == _PUBREL else 0)
+    buf[off] = t << 4 | _FLAGS[t]
     buf[off + 1] = 3 if reason else 2
     buf[off + 2] = pid >> 8
     buf[off + 3] = pid & 0xFF

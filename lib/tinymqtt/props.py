@@ -254,9 +254,11 @@ def put_publish(b, pos, props, alias):
 
 
 def read_publish(mv, i, end, m):
-    """The property block of a PUBLISH at mv[i] (packets.read_publish has checked it starts before end): sets
-    m.props and m.alias (-1 without a Topic Alias) and returns where the payload starts. A Topic Alias alone, the
-    common case, is read in place, allocating nothing (m.props stays None)."""
+    """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (-1 without a
+    Topic Alias) and returns where the payload starts. A Topic Alias alone, the common case, is read in place,
+    allocating nothing (m.props stays None)."""
+    if i >= end:
+        raise malformed("packet ends before the property length")
     m.alias = -1
     if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
         m.alias = mv[i + 2] << 8 | mv[i + 3]
