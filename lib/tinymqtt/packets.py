@@ -305,8 +305,8 @@ def encode(buf, p, version=_V5, off=0):
     t = p.type
     if t == _PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    body = SERVER if t == _CONNACK or t == _SUBACK or t == _UNSUBACK else _body
-    if not 0 < t < 16 or (t == _AUTH and version < _V5) or not body:
+    body = 0 < t < 16 and (SERVER if 0xA04 >> t & 1 else _body)  # (CONNACK, SUBACK, UNSUBACK: bits 2, 9, 11)
+    if not body or (t == _AUTH and version < _V5):
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
     if buf is None:
