@@ -130,7 +130,11 @@ def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
     K.SERVER = _server
     Packet.version = V5  # set by decoding a CONNECT
-    Packet.session_present = False  # (the client half sets it only in the CONNACKs it decodes)
+    # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
+    # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.
+    Packet.session_present = False
+    Packet.client_id, Packet.clean, Packet.keepalive = "", True, 0
+    Packet.username = Packet.password = Packet.will = None
     Packet.__eq__, Packet.__repr__ = _eq, _repr
 
 

@@ -73,9 +73,11 @@ def __getattr__(name):
 
 
 class Packet:
-    """One control packet. Defaults live on the class, so a packet holds only the fields it sets (a field that
-    only decoding sets has none: a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
-    Alias). A Will is a Packet(PUBLISH) with topic, payload, qos, retain and props."""
+    """One control packet. Defaults live on the class, so a packet holds only the fields it sets. A field that
+    only decoding sets has none (a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
+    Alias), nor have CONNECT's, which the session always sets (client_id, clean, keepalive, will, username,
+    password; cli_codec.py gives them defaults for tools and tests). A Will is a Packet(PUBLISH) with topic,
+    payload, qos, retain and props."""
     pid = 0
     reason = 0
     props = None
@@ -86,12 +88,6 @@ class Packet:
     dup = False
     topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
-    client_id = ""
-    clean = True
-    keepalive = 0
-    username = None
-    password = None
-    will = None
 
     def __init__(self, type, **fields):
         self.type = type
