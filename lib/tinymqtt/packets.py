@@ -314,7 +314,6 @@ def encode(buf, p, version=_V5, off=0):
 def _body(b, pos, p, v):
     # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
     t = p.type
-    x = v == _V5 and v5()  # MQTT 5's properties module, or False
     if t == _CONNECT:
         w, u, pw = p.will, p.username, p.password
         if v == _V31 and not 0 < len(p.client_id) <= 23:
@@ -326,12 +325,12 @@ def _body(b, pos, p, v):
             f |= 4 | w.qos << 3 | bool(w.retain) << 5
         pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
         pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-        if x:
-            pos = x.put(b, pos, p.props, _CONNECT)
+        if v == _V5:
+            pos = v5().put(b, pos, p.props, _CONNECT)
         pos = put_str(b, pos, p.client_id)
         if w:
-            if x:
-                pos = x.put(b, pos, w.props, 0)  # 0: a Will's
+            if v == _V5:
+                pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
             pos = put_str(b, put_str(b, pos, w.topic), w.payload)
         for s in (u, pw):
             if s is not None:
@@ -342,12 +341,12 @@ def _body(b, pos, p, v):
             raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
         pos = put(b, pos, p.pid, 2)
     if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if x:
-            pos = x.put(b, pos, p.props, t)
+        if v == _V5:
+            pos = v5().put(b, pos, p.props, t)
         if not p.topics:
             raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
         for f in p.topics:
             pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
         return pos
     # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
-    return x.put_tail(b, pos, p) if x and (p.reason or p.props) else pos
+    return v5().put_tail(b, pos, p) if v == _V5 and (p.reason or p.props) else pos
