@@ -1,8 +1,9 @@
 # The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
 # keeps it off every board: tools/boards.py): decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK /
-# SUBACK / UNSUBACK, and Packet equality and repr. Importing it adds it to tinymqtt.packets, for the CLI's -d
-# (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython and
-# MicroPython alike); the client half's framing and checks stay the only ones.
+# SUBACK / UNSUBACK, Packet equality and repr, and defaults for the fields only it and hand-built CONNECTs use.
+# Importing it adds it to tinymqtt.packets, for the CLI's -d (which decodes what it sends) and for the tests'
+# fake broker, codec tests and fuzzers (CPython and MicroPython alike); the client half's framing and checks
+# stay the only ones.
 from tinymqtt import packets as K
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES

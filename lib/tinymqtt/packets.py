@@ -3,8 +3,8 @@
 # memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
 # is a memoryview into the caller's buffer, valid until that buffer is reused. The server half (CONNECT,
 # SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
-# Everything MQTT 5 adds (properties, reason codes after the fixed fields) is props.py's, loaded by v5() at the
-# first v5 packet, so a 3.1.1 client never imports it.
+# Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
+# loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import put, put_str, text, utf8, vbi_len
 
