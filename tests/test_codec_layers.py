@@ -2,6 +2,7 @@
 # never loads props.py, the MQTT 5 half; without cli_codec.py the client half refuses what only a server
 # receives or sends; importing cli_codec.py plugs the server half in.
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,10 +18,12 @@ def run(code):
 
 def test_a_311_client_codec_never_loads_mqtt5():
     out = run(
-        "from tinymqtt.packets import *\n"
+        "from tinymqtt.packets import Packet, encode, encode_publish, decode, PUBLISH, CONNECT, PUBACK, PUBREC, \\\n"
+        "    PUBREL, PUBCOMP, PINGREQ, SUBSCRIBE, UNSUBSCRIBE, DISCONNECT\n"
         "b = bytearray(256)\n"
         "w = Packet(PUBLISH, topic='w', payload=b'x', qos=1)\n"
-        "for p in (Packet(CONNECT, client_id='c', username='u', password=b'p', will=w), Packet(PUBACK, pid=1),\n"
+        "for p in (Packet(CONNECT, client_id='c', clean=True, keepalive=0, username='u', password=b'p', will=w),\n"
+        "          Packet(PUBACK, pid=1),\n"
         "          Packet(PUBREC, pid=1), Packet(PUBREL, pid=1), Packet(PUBCOMP, pid=1), Packet(PINGREQ),\n"
         "          Packet(SUBSCRIBE, pid=1, topics=[('a/+', 1)]), Packet(UNSUBSCRIBE, pid=1, topics=['a/+']),\n"
         "          Packet(DISCONNECT)):\n"
@@ -52,3 +55,17 @@ def test_the_server_half_is_refused_until_cli_codec_plugs_it_in():
         "print(decode(connect, 4) == Packet(CONNECT, client_id='c', keepalive=60))\n")
     assert out.split("\n") == ["RemoteProtocolError 0x82", "LocalProtocolError 0x82", "LocalProtocolError 0x82",
                                "Packet", "int", "int", "True", ""]
+
+
+def test_mqtt5_subscription_options_are_props_and_refused_without_them(tmp_path):
+    # sub_options() builds MQTT 5's options byte (a 3.x subscription takes the QoS alone): props.py has it,
+    # packets.sub_options loads it; a build without props.py (profile mqtt311) refuses it with 0x84.
+    code = ("from tinymqtt import packets\n"
+            "try:\n    print(packets.sub_options(1, no_local=True, retain_handling=2))\n"
+            "except Exception as e:\n    print(type(e).__name__, hex(e.reason))\n")
+    assert run(code) == "37\n"
+    lib = tmp_path / "lib"
+    shutil.copytree(LIB, lib, ignore=shutil.ignore_patterns("props.py", "__pycache__"))
+    p = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r)\n" % str(lib) + code],
+                       capture_output=True, text=True, timeout=30)
+    assert p.stdout == "LocalProtocolError 0x84\n", p.stderr

@@ -1,12 +1,13 @@
 # The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
 # keeps it off every board: tools/boards.py): decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK /
-# SUBACK / UNSUBACK, and Packet equality and repr. Importing it adds it to tinymqtt.packets, for the CLI's -d
-# (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython and
-# MicroPython alike); the client half's framing and checks stay the only ones.
+# SUBACK / UNSUBACK, Packet equality and repr, and defaults for the fields only it and hand-built CONNECTs use.
+# Importing it adds it to tinymqtt.packets, for the CLI's -d (which decodes what it sends) and for the tests'
+# fake broker, codec tests and fuzzers (CPython and MicroPython alike); the client half's framing and checks
+# stay the only ones.
 from tinymqtt import packets as K
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
-from tinymqtt.props import binary
+from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
+from tinymqtt.props import Reader, binary
 from tinymqtt.wire import put
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
@@ -48,8 +49,10 @@ def _repr(self):
     return "<" + " ".join(out) + ">"
 
 
-def _decode(r, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
+def _decode(mv, pos, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE from pos (after the packet id) to the end
+    r = Reader(mv, pos, len(mv))
     (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
+    r.done(p.type)
 
 
 def _d_connect(r, p, v):
@@ -120,10 +123,19 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     return pos
 
 
+def _server(b, pos, p, v):  # packets.SERVER: the types a server receives are read, the others written
+    return (_decode if p.type in (CONNECT, SUBSCRIBE, UNSUBSCRIBE) else _encode)(b, pos, p, v)
+
+
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K.SERVER_DECODE, K.SERVER_ENCODE = _decode, _encode
+    K.SERVER = _server
     Packet.version = V5  # set by decoding a CONNECT
+    # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
+    # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.
+    Packet.session_present = False
+    Packet.client_id, Packet.clean, Packet.keepalive = "", True, 0
+    Packet.username = Packet.password = Packet.will = None
     Packet.__eq__, Packet.__repr__ = _eq, _repr
 
 

@@ -16,9 +16,10 @@ class MQTTError(Exception):
     def __str__(self):
         try:
             from tinymqtt.reasons import name
-            return "%s (0x%02X %s)" % (self.msg, self.reason, name(self.reason))
+            n = " " + name(self.reason)
         except ImportError:  # a board build without the names table
-            return "%s (0x%02X)" % (self.msg, self.reason)
+            n = ""
+        return "%s (0x%02X%s)" % (self.msg, self.reason, n)
 
 
 _b = (MQTTError,)  # one bases tuple for the five

@@ -3,15 +3,16 @@
 # memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
 # is a memoryview into the caller's buffer, valid until that buffer is reused. The server half (CONNECT,
 # SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
-# Everything MQTT 5 adds (properties, reason codes after the fixed fields) is props.py's, loaded by v5() at the
-# first v5 packet, so a 3.1.1 client never imports it.
+# Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
+# loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import Reader, put, put_str, text, vbi_len
+from tinymqtt.wire import put, put_str, text, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
-# The server half (cli_codec.py) plugs in here: SERVER_DECODE(reader, packet, level) for CONNECT, SUBSCRIBE and
-# UNSUBSCRIBE, SERVER_ENCODE(buf, pos, packet, level) for CONNACK, SUBACK and UNSUBACK.
-SERVER_DECODE = SERVER_ENCODE = None
+# The server half (cli_codec.py) plugs in here: SERVER(mv, pos, packet, level) reads a CONNECT, SUBSCRIBE or
+# UNSUBSCRIBE from pos (after a packet id) to the end; SERVER(buf, pos, packet, level) writes the body of a CONNACK,
+# SUBACK or UNSUBACK (buf None: only counts), as _body() does a client's.
+SERVER = None
 
 
 def v5():
@@ -31,35 +32,52 @@ except ImportError:  # CPython
     const = int
     _CACHE = False
 
-CONNECT = const(1)
-CONNACK = const(2)
-PUBLISH = const(3)
-PUBACK = const(4)
-PUBREC = const(5)
-PUBREL = const(6)
-PUBCOMP = const(7)
-SUBSCRIBE = const(8)
-SUBACK = const(9)
-UNSUBSCRIBE = const(10)
-UNSUBACK = const(11)
-PINGREQ = const(12)
-PINGRESP = const(13)
-DISCONNECT = const(14)
-AUTH = const(15)
-NAMES = ("reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
-         "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH")
-V31 = const(3)
-V311 = const(4)
-V5 = const(5)
-# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE.
-_FLAGS = b"\0\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBREL = const(6)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_AUTH = const(15)
+_V31 = const(3)
+_V311 = const(4)
+_V5 = const(5)
+# The packet types' names, for messages (a list: mpy-cross would make a tuple of literals a constant holding
+# each name as a str object on a board's heap; a list is built from the qstrs, which cost less).
+NAMES = ["reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
+         "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH"]
+# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (reserved
+# type 0: none matches).
+_FLAGS = b"\xff\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
 MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte Remaining Length of 2**28 - 1
 
 
+def __getattr__(name):
+    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
+    # global for each (this module's code uses the private constants above, which MicroPython inlines); and
+    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
+    if name == "sub_options":
+        return v5().sub_options
+    if name in NAMES[1:]:
+        return NAMES.index(name)
+    if name == "V31":
+        return _V31
+    if name == "V311":
+        return _V311
+    if name == "V5":
+        return _V5
+    raise AttributeError(name)
+
+
 class Packet:
-    """One control packet. Defaults live on the class, so a packet holds only the fields it sets.
-    A Will is a Packet(PUBLISH) with topic, payload, qos, retain and props."""
-    type = 0
+    """One control packet. Defaults live on the class, so a packet holds only the fields it sets. A field that
+    only decoding sets has none (a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
+    Alias), nor have CONNECT's, which the session always sets (client_id, clean, keepalive, will, username,
+    password; cli_codec.py gives them defaults for tools and tests). A Will is a Packet(PUBLISH) with topic,
+    payload, qos, retain and props."""
     pid = 0
     reason = 0
     props = None
@@ -68,26 +86,13 @@ class Packet:
     qos = 0
     retain = False
     dup = False
-    alias = -1  # a received PUBLISH's Topic Alias (read_publish), -1 without one
     topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
-    session_present = False
-    client_id = ""
-    clean = True
-    keepalive = 0
-    username = None
-    password = None
-    will = None
 
     def __init__(self, type, **fields):
         self.type = type
         for k in fields:
             setattr(self, k, fields[k])
-
-
-def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
-    """The SUBSCRIBE options byte (v5 3.8.3.1); 3.x uses only the QoS bits."""
-    return qos | no_local << 2 | retain_as_published << 3 | retain_handling << 4
 
 
 # ---------------------------------------------------------------- framing and decoding
@@ -111,62 +116,65 @@ def frame(buf, n, max_size=MAX_PACKET, pos=0):
     raise malformed("Remaining Length longer than 4 bytes")
 
 
-def decode(mv, version=V5):
+def decode(mv, version=_V5):
     """Decodes the one whole packet in mv (a memoryview or bytes); raises RemoteProtocolError."""
     n = len(mv)
     if n < 2 or frame(mv, n) != n:
         raise malformed("the Remaining Length of a %d-byte packet disagrees with its size" % n)
     t, f = mv[0] >> 4, mv[0] & 15
-    if version == V31 and t != PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
+    if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= _FLAGS[t] and 6
-    if not t or (t == AUTH and version < V5) or (t != PUBLISH and f != _FLAGS[t]):
+    if t != _PUBLISH and f != _FLAGS[t]:  # (type 0's flags: 0xFF)
         raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
-    i = 2
-    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
-        i += 1
     p = Packet(t)
-    if t == PUBLISH:
+    if t == _PUBLISH:
         read_publish(mv, 0, n, p, version)
         if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
             p.props = {0x23: p.alias}
         return p
-    r = Reader(mv, i, n)
-    if t == CONNACK:
-        c = r.uint(1)
-        if version == V31:
-            c = 0  # 3.1: the first byte is unused
-        p.session_present = bool(c)
-        if version < V5:
-            p.reason = r.uint(1)
-        if c & 0xFE or p.reason > 5 and version < V5:
-            raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), p.reason))
-    if PUBLISH < t < PINGREQ:  # PUBACK..UNSUBACK
-        p.pid = r.uint(2)
-        if not p.pid:
-            raise malformed("packet identifier 0")
-    if t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
-        if not SERVER_DECODE:
+    i = 2
+    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+        i += 1
+    if 1 < t < _PINGREQ:  # two bytes: CONNACK's flags and return code (v5: reason code), the others' packet id
+        if i + 2 > n:
+            raise malformed("packet ends inside CONNACK's flags and return code, or the packet identifier")
+        c = mv[i]
+        d = mv[i + 1]
+        i += 2
+        if t == _CONNACK:  # (3.1 leaves the flags byte unused)
+            if version == _V31:
+                c = 0
+            if c > 1 or (d > 5 and version < _V5):
+                raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
+            if c and d:
+                raise protocol_error("CONNACK refuses the connection but says session present")
+            p.session_present = c == 1
+            p.reason = d
+        else:
+            p.pid = c << 8 | d
+            if not p.pid:
+                raise malformed("packet identifier 0")
+    if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
+        if not SERVER:
             raise protocol_error("a server never sends %s" % NAMES[t])
-        SERVER_DECODE(r, p, version)
-    elif version == V5:
-        v5().tail(r, p)  # reason code, properties, SUBACK and UNSUBACK codes
-    elif t == SUBACK:
-        c = bytes(mv[r.pos:n])
-        r.pos = n
-        p.codes = list(c)
-        # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
-        if not c or c.strip(b"\0\1\2\x80" if version == V311 else b"\0\1\2"):
-            raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
-    if t == CONNACK and p.reason and p.session_present:
-        raise protocol_error("CONNACK refuses the connection but says session present")
-    if r.pos != n:
-        raise malformed("%d unexpected bytes at the end of %s" % (n - r.pos, NAMES[t]))
+        SERVER(mv, i, p, version)  # the rest of it, to the end
+    elif version == _V5:
+        v5().tail(mv, i, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
+    else:  # 3.x: what is left is SUBACK's return codes, or nothing
+        c = bytes(mv[i:n])
+        if t == _SUBACK:
+            p.codes = list(c)
+            # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
+            if not c or c.strip(b"\0\1\2\x80"[:version]):
+                raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+        elif c or t == _AUTH:
+            raise malformed("%s: %d unexpected bytes at its end, or a type 3.x does not have" % (NAMES[t], n - i))
     return p
 
 
 # A topic read lately is recognised by its bytes on MicroPython (_CACHE), so a steady stream of messages builds no
 # str. A pure cache: bytes in, the validated str out.
-_TOPICS = [None] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str
+_TOPICS = [b""] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str (b"" matches no topic)
 _next = 0  # the entry the next new topic replaces
 
 
@@ -183,17 +191,17 @@ def read_publish(mv, pos, end, m, version):
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
     ts = i + 2
-    if ts > end:
-        raise malformed("packet ends inside topic name")
-    te = ts + (mv[i] << 8 | mv[i + 1])
+    te = ts + (mv[i] << 8 | mv[i + 1]) if ts <= end else ts
+    if te > end:
+        raise malformed("packet ends inside the topic name or its length")
     s = ""
     if te > ts:
         s = None
-        if _CACHE and te <= end:
+        if _CACHE:
             n = te - ts
             for k in range(8):
                 b = _TOPICS[k]
-                if b is not None and len(b) == n:
+                if len(b) == n:
                     j = 0
                     while j < n and b[j] == mv[ts + j]:
                         j += 1
@@ -201,22 +209,23 @@ def read_publish(mv, pos, end, m, version):
                         s = _TOPICS[k + 8]
                         break
         if s is None:
-            s = Reader(mv, i, end).str("topic name")
+            s = utf8(mv, ts, te, "topic name")
             if "+" in s or "#" in s:
                 raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
             if _CACHE:
                 _TOPICS[_next] = bytes(mv[ts:te])
                 _TOPICS[_next + 8] = s
                 _next = (_next + 1) & 7
-    i = te + 2 if q else te
-    if i + (version == V5) > end:
-        raise malformed("packet ends inside the packet identifier or the property length")
-    m.pid = mv[te] << 8 | mv[te + 1] if q else 0
-    if q and not m.pid:
-        raise malformed("packet identifier 0")
+    i = te
+    m.pid = 0
+    if q:
+        i += 2
+        m.pid = mv[te] << 8 | mv[te + 1] if i <= end else 0
+        if not m.pid:
+            raise malformed("packet identifier 0, or the packet ends inside it")
     m.props = None
     m.alias = -1
-    if version == V5:
+    if version == _V5:
         i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
     if not s and m.alias < 0:
         raise protocol_error("empty topic name without a topic alias")
@@ -231,7 +240,7 @@ def read_publish(mv, pos, end, m, version):
 def put_ack(buf, off, t, pid, reason=0):
     """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
     and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
-    buf[off] = t << 4 | (2 if t == PUBREL else 0)
+    buf[off] = t << 4 | _FLAGS[t]
     buf[off + 1] = 3 if reason else 2
     buf[off + 2] = pid >> 8
     buf[off + 3] = pid & 0xFF
@@ -262,12 +271,12 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone)."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
-    if alias and version < V5:
+    if alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     topic = text(topic)
     tl, pl = len(topic), len(payload)
     n = 2 + tl + pl + (2 if qos else 0)
-    if version == V5:
+    if version == _V5:
         n += v5().put_publish(None, 0, props, alias)
     pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
     # Every publish passes here: the fields are written in place, without a call per field.
@@ -280,20 +289,20 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
         pos += 2
-    if version == V5:
+    if version == _V5:
         pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
     buf[pos:pos + pl] = payload
     return pos + pl - off
 
 
-def encode(buf, p, version=V5, off=0):
+def encode(buf, p, version=_V5, off=0):
     """Writes packet p into buf at off for the given protocol level; returns its length. buf None: only its length
     (a packet other than PUBLISH)."""
     t = p.type
-    if t == PUBLISH:
+    if t == _PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    body = SERVER_ENCODE if t == CONNACK or t == SUBACK or t == UNSUBACK else _body
-    if not 0 < t < 16 or (t == AUTH and version < V5) or not body:
+    body = 0 < t < 16 and (SERVER if 0xA04 >> t & 1 else _body)  # (CONNACK, SUBACK, UNSUBACK: bits 2, 9, 11)
+    if not body or (t == _AUTH and version < _V5):
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     n = body(None, 0, p, version)
     if buf is None:
@@ -305,39 +314,39 @@ def encode(buf, p, version=V5, off=0):
 def _body(b, pos, p, v):
     # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
     t = p.type
-    if t == CONNECT:
+    if t == _CONNECT:
         w, u, pw = p.will, p.username, p.password
-        if v == V31 and not 0 < len(p.client_id) <= 23:
+        if v == _V31 and not 0 < len(p.client_id) <= 23:
             raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-        if (v < V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+        if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
             raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
         f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
         if w:
             f |= 4 | w.qos << 3 | bool(w.retain) << 5
-        pos = put_str(b, pos, b"MQIsdp" if v == V31 else b"MQTT")
+        pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
         pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-        if v == V5:
-            pos = v5().put(b, pos, p.props, CONNECT)
+        if v == _V5:
+            pos = v5().put(b, pos, p.props, _CONNECT)
         pos = put_str(b, pos, p.client_id)
         if w:
-            if v == V5:
+            if v == _V5:
                 pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
             pos = put_str(b, put_str(b, pos, w.topic), w.payload)
         for s in (u, pw):
             if s is not None:
                 pos = put_str(b, pos, s)
         return pos
-    if t < PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+    if t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
         if not p.pid:
             raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
         pos = put(b, pos, p.pid, 2)
-    if t == SUBSCRIBE or t == UNSUBSCRIBE:
-        if v == V5:
+    if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+        if v == _V5:
             pos = v5().put(b, pos, p.props, t)
         if not p.topics:
             raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
         for f in p.topics:
-            pos = put(b, put_str(b, pos, f[0]), f[1]) if t == SUBSCRIBE else put_str(b, pos, f)
+            pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
         return pos
     # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
-    return v5().put_tail(b, pos, p) if v == V5 and (p.reason or p.props) else pos
+    return v5().put_tail(b, pos, p) if v == _V5 and (p.reason or p.props) else pos

@@ -5,7 +5,7 @@
 # repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
 from tinymqtt.packets import NAMES
-from tinymqtt.wire import Reader, put as put_int, put_str, vbi_len
+from tinymqtt.wire import put as put_int, put_str, utf8, vbi_len
 
 try:
     from micropython import const  # the constants below become literals in this module's code
@@ -99,6 +99,47 @@ def __getattr__(name):
         raise AttributeError(name)
     i = _NAMES.count(" ", 0, i)
     return sorted(TABLE)[i] if i < 27 else i - 26
+
+
+def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
+    """The SUBSCRIBE options byte (v5 3.8.3.1; also packets.sub_options); 3.x uses only the QoS bits."""
+    return qos | no_local << 2 | retain_as_published << 3 | retain_handling << 4
+
+
+class Reader:
+    """Reads one packet's variable fields from a memoryview (MQTT 5's, and the server half's in cli_codec.py);
+    every overrun is a Malformed Packet (0x81). A 3.x client's packets have fixed layouts: packets.py reads them
+    in place."""
+
+    def __init__(self, mv, pos, end):
+        self.mv = mv
+        self.pos = pos
+        self.end = end
+
+    def need(self, n, what):
+        """Steps over n bytes and returns where they start."""
+        p = self.pos
+        if p + n > self.end:
+            raise malformed("packet ends inside %s" % what)
+        self.pos = p + n
+        return p
+
+    def uint(self, n, what="a field"):
+        """An n-byte big-endian integer (MQTT's bytes and two- and four-byte integers)."""
+        p = self.need(n, what)  # (not inside range(): MicroPython's for-range reads its end first)
+        v = 0
+        for i in range(p, self.pos):
+            v = v << 8 | self.mv[i]
+        return v
+
+    def str(self, what="a string"):
+        p = self.need(self.uint(2, what), what)
+        return utf8(self.mv, p, self.pos, what)
+
+    def done(self, t):
+        """Refuses bytes left after the last field of a packet of type t."""
+        if self.pos != self.end:
+            raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES[t]))
 
 
 # Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
@@ -213,9 +254,11 @@ def put_publish(b, pos, props, alias):
 
 
 def read_publish(mv, i, end, m):
-    """The property block of a PUBLISH at mv[i] (packets.read_publish has checked it starts before end): sets
-    m.props and m.alias (-1 without a Topic Alias) and returns where the payload starts. A Topic Alias alone, the
-    common case, is read in place, allocating nothing (m.props stays None)."""
+    """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (-1 without a
+    Topic Alias) and returns where the payload starts. A Topic Alias alone, the common case, is read in place,
+    allocating nothing (m.props stays None)."""
+    if i >= end:
+        raise malformed("packet ends before the property length")
     m.alias = -1
     if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
         m.alias = mv[i + 2] << 8 | mv[i + 3]
@@ -239,23 +282,24 @@ def put_tail(b, pos, p):
     return pos
 
 
-def tail(r, p):
-    """Reads what MQTT 5 adds after the fixed fields of a packet a server sends: its reason code (CONNACK's
-    always, an ack's, DISCONNECT's or AUTH's if present), its properties, and the reason codes of a SUBACK or
-    UNSUBACK."""
+def tail(mv, i, p):
+    """Reads what follows the fixed fields of a v5 packet a server sends (packets.decode() has read a CONNACK's
+    flags and reason code, or the packet id; the fields end at len(mv)): its reason code (an ack's, DISCONNECT's
+    or AUTH's if present; CONNACK's is checked), its properties, and the reason codes of a SUBACK or UNSUBACK."""
     t = p.type
-    if 11 < t < 14:  # PINGREQ, PINGRESP: neither
-        return
-    if t == 2 or (r.pos < r.end and t != 3 and t != 9 and t != 11):
-        c = r.uint(1, "reason code")
-        if c not in REASONS[t]:
-            raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
-        p.reason = c
-    if t in (2, 3, 9, 11) or r.pos < r.end:
-        p.props = read(r, t) or None
-    if t == 9 or t == 11:
-        c = bytes(r.mv[r.pos:r.end])
-        r.pos = r.end
-        p.codes = list(c)
-        if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
-            raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
+    r = Reader(mv, i, len(mv))
+    if not 11 < t < 14:  # PINGREQ, PINGRESP: neither
+        if t == 2 or (r.pos < r.end and t != 9 and t != 11):
+            c = p.reason if t == 2 else r.uint(1, "reason code")
+            if c not in REASONS[t]:
+                raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
+            p.reason = c
+        if t in (2, 9, 11) or r.pos < r.end:
+            p.props = read(r, t) or None
+        if t == 9 or t == 11:
+            c = bytes(mv[r.pos:r.end])
+            r.pos = r.end
+            p.codes = list(c)
+            if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
+                raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
+    r.done(t)

@@ -1,7 +1,8 @@
 # MQTT's data representations (spec 1.5) as a 3.1.1 client needs them: big-endian integers and UTF-8 strings
 # (the Remaining Length is frame()'s and _header()'s in packets.py). Writers `put_x(b, pos, value) -> new pos`
-# only count when b is None, so a packet is sized before it is written and nothing is allocated; Reader walks
-# a memoryview. MQTT 5's Variable Byte Integers and binary data are props.py's.
+# only count when b is None, so a packet is sized before it is written and nothing is allocated; a 3.x client
+# reads only fixed layouts and UTF-8 strings (utf8()). MQTT 5's Variable Byte Integers, binary data and the
+# Reader that walks variable layouts are props.py's.
 from tinymqtt.errors import malformed, LocalProtocolError
 
 
@@ -44,56 +45,31 @@ def put_str(b, pos, s):
     return pos + n
 
 
-try:  # CPython's str() refuses what the spec forbids in UTF-8; MicroPython's takes some of it (see Reader.str)
+try:  # CPython's str() refuses what the spec forbids in UTF-8; MicroPython's takes some of it (see utf8())
     str(b"\xed\xa0\x80", "utf-8")
     _LAX = True
 except UnicodeError:
     _LAX = False
 
 
-class Reader:
-    """Reads one packet's fields from a memoryview; every overrun is a Malformed Packet (0x81)."""
-
-    def __init__(self, mv, pos, end):
-        self.mv = mv
-        self.pos = pos
-        self.end = end
-
-    def need(self, n, what):
-        """Steps over n bytes and returns where they start."""
-        p = self.pos
-        if p + n > self.end:
-            raise malformed("packet ends inside %s" % what)
-        self.pos = p + n
-        return p
-
-    def uint(self, n, what="a field"):
-        """An n-byte big-endian integer (MQTT's bytes and two- and four-byte integers)."""
-        p = self.need(n, what)  # (not inside range(): MicroPython's for-range reads its end first)
-        v = 0
-        for i in range(p, self.pos):
-            v = v << 8 | self.mv[i]
-        return v
-
-    def str(self, what="a string"):
-        mv = self.mv
-        i = start = self.need(self.uint(2, what), what)
-        end = self.pos
-        # str() refuses broken UTF-8 structure on CPython and MicroPython alike, but MicroPython's lets
-        # overlongs, surrogates and code points past U+10FFFF through (spec 1.5.4 forbids them): a lead byte
-        # and the byte after it give each of them away.
-        bad = False
-        while _LAX and i < end:
-            c = mv[i]
-            i += 1
-            if c > 0xBF:
-                d = mv[i] if i < end else 0
-                bad = bad or (c < 0xC2 or c > 0xF4 or (c == 0xE0 and d < 0xA0) or (c == 0xED and d > 0x9F)
-                              or (c == 0xF0 and d < 0x90) or (c == 0xF4 and d > 0x8F))
-        try:
-            s = str(mv[start:end], "utf-8")
-        except UnicodeError:
-            bad = True
-        if bad or "\x00" in s:
-            raise malformed("%s is not well-formed UTF-8 without U+0000" % what)
-        return s
+def utf8(mv, start, end, what):
+    """The str in mv[start:end] (a UTF-8 string field's bytes), or a Malformed Packet (0x81)."""
+    # str() refuses broken UTF-8 structure on CPython and MicroPython alike, but MicroPython's lets overlongs,
+    # surrogates and code points past U+10FFFF through (spec 1.5.4 forbids them): a lead byte and the byte after
+    # it give each of them away.
+    bad = False
+    i = start
+    while _LAX and i < end:
+        c = mv[i]
+        i += 1
+        if c > 0xBF:
+            d = mv[i] if i < end else 0
+            bad = bad or (c < 0xC2 or c > 0xF4 or (c == 0xE0 and d < 0xA0) or (c == 0xED and d > 0x9F)
+                          or (c == 0xF0 and d < 0x90) or (c == 0xF4 and d > 0x8F))
+    try:
+        s = str(mv[start:end], "utf-8")
+    except UnicodeError:
+        bad = True
+    if bad or "\x00" in s:
+        raise malformed("%s is not well-formed UTF-8 without U+0000" % what)
+    return s
