@@ -24,6 +24,8 @@ class AppAcks:
     it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves)."""
 
     def __init__(self, *args, manual_ack=False, ack_later=False, **options):
+        if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
+            return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
         self.hold = self.parked = False
