@@ -11,6 +11,7 @@ import pytest
 
 from tests.support import report
 from tinymqtt.client import Client
+from tinymqtt.errors import LocalProtocolError
 from tools import boards, size
 from tools.deploy.__main__ import main as deploy_main
 
@@ -110,20 +111,23 @@ def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     assert {w.split(":")[0] for _, w in rows} >= {"validate_name", "validate_filter", "matches"}
 
 
-def test_mqtt311_refuses_v5_and_loads_no_v5_module_on_micropython(tmp_path):
+def test_mqtt311_refuses_v5_and_manual_ack_and_loads_no_v5_module_on_micropython(tmp_path):
     if not os.path.exists(MICROPYTHON):
         pytest.skip("no unix-port micropython")
     tree = tmp_path / "board"
     assert deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target", str(tree))[0] == 0
     code = ("import sys\nfrom tinymqtt.client import Client\n"
             "try:\n    Client('127.0.0.1', 1, version=5)\nexcept Exception as e:\n    print(type(e).__name__, e.reason)\n"
+            "try:\n    Client('127.0.0.1', 1, version=4, manual_ack=True)\nexcept Exception as e:\n"
+            "    print(type(e).__name__, e.reason)\n"
             "c = Client('127.0.0.1', 1, version=4)\nc.session.connect(0)\n"
             "print(sorted(m for m in sys.modules if m.startswith('tinymqtt.') or m == 'tinymqtt'))\n")
     p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
-    refused, loaded = p.stdout.splitlines()
+    refused, no_acks, loaded = p.stdout.splitlines()
     assert refused == "LocalProtocolError 132", "v5 is refused with 0x84 Unsupported Protocol Version"
+    assert no_acks == "LocalProtocolError 132", "manual_ack (app_acks.py, not in mqtt311) is refused with 0x84"
     assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
                             "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
 
@@ -134,4 +138,18 @@ def test_a_311_client_of_the_full_library_never_imports_mqtt5():
             "print(sorted(m for m in sys.modules if m.startswith('tinymqtt')))\n" % os.path.join(REPO, "lib"))
     p = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
-    assert not {"tinymqtt.session5", "tinymqtt.props", "tinymqtt.aliases", "tinymqtt.reasons"} & set(eval(p.stdout))
+    assert not {"tinymqtt.session5", "tinymqtt.props", "tinymqtt.aliases", "tinymqtt.reasons",
+                "tinymqtt.app_acks"} & set(eval(p.stdout))
+
+
+def test_full_builds_a_session_with_app_acks_only_when_asked():
+    from tinymqtt.session import Session
+    from tinymqtt.session5 import Session5
+    for cls, version in ((Session, 4), (Session5, 5)):
+        plain, acks = cls(version=version), cls(version=version, manual_ack=True)
+        assert not hasattr(plain, "ack") and not hasattr(plain, "hold_pubrel")
+        assert isinstance(acks, cls) and acks.manual_ack and acks.hold_pubrel is None and acks.version == version
+        assert type(acks) is type(cls(version=version, ack_later=True))  # (one class per base, built once)
+    with pytest.raises(LocalProtocolError) as e:
+        Session(version=5, manual_ack=True)
+    assert e.value.reason == 0x84

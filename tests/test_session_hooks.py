@@ -16,8 +16,8 @@ def take(s):
     return out
 
 
-def connected(version=5):
-    s = (Session5 if version == 5 else Session)(client_id="hooks", version=version)
+def connected(version=5, **options):
+    s = (Session5 if version == 5 else Session)(client_id="hooks", version=version, **options)
     s.connect(0)
     take(s)
     feed(s, b"\x20\x03\x00\x00\x00" if version == 5 else b"\x20\x02\x00\x00")
@@ -26,12 +26,14 @@ def connected(version=5):
 
 
 def test_a_held_pubrel_gets_its_pubcomp_only_from_complete():
-    for v in (4, 5):
-        s = connected(v)
+    for v in (4, 5):  # (hold_pubrel is app_acks.py's: a session with manual_ack)
+        got = []
+        s = connected(v, manual_ack=True, on_event=lambda ev, value, reason: got.append(value))
         held = []
         s.hold_pubrel = lambda pid: held.append(pid) or pid == 7
         body = b"\x00\x01t\x00\x07" + (b"\x00" if v == 5 else b"") + b"x"  # topic "t", id 7, payload "x"
         feed(s, bytes([0x34, len(body)]) + body)  # QoS 2 PUBLISH
+        assert take(s) == b"" and got[-1].pid == 7 and s.ack(got[-1])
         assert take(s) == b"\x50\x02\x00\x07"  # PUBREC
         feed(s, b"\x62\x02\x00\x07")
         assert held == [7] and take(s) == b""  # held: nothing goes out yet

@@ -10,6 +10,7 @@ except ImportError:  # CPython
     from collections import namedtuple
 
 from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, const, ticks_diff, ConnectionLost, ConnectError
+import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
 
 _CONNACK = const(2)  # (tinymqtt.packets' types, inlined by MicroPython)
 _PUBLISH = const(3)
@@ -29,7 +30,7 @@ class AsyncClient(Driver):
     Options and callbacks: see Driver (on_message is the blocking client's; here messages() has them)."""
 
     def __init__(self, *args, **options):  # (Driver's: host, port, tls... without batch, the blocking client's)
-        Driver.__init__(self, *args, **options)
+        Driver.__init__(self, *args, ack_later=True, **options)  # (a session with app_acks.py's ack())
         self._closed = False
         # Received messages no handler claimed, for messages(): a ring of Receive Maximum entries. QoS 1/2
         # messages are acknowledged when taken (manual_ack: by ack()), so a v5 server sends no more than
@@ -38,7 +39,6 @@ class AsyncClient(Driver):
         # An application that awaits its own publishes without reading messages() needs a receive_maximum
         # as large as what may arrive meanwhile.
         s = self.session
-        s.ack_later = True
         self._inbox = [None] * s.receive_maximum
         self._inbox_head = self._inbox_n = 0
         self._inbox_ev = asyncio.Event()  # set when a message arrives

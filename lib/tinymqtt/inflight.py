@@ -142,16 +142,17 @@ class Inflight:
         st = self.state[i] if i >= 0 else CONTROL
         if st == CONTROL:
             return -1
-        q, r = self.qos[i], 0
-        # RESEND counts as SENT: the ack of the first send may come after the 3.x timer queued the resend.
-        if t == 5 and q == 2 and st >= RESEND and reason < 0x80:
+        # PUBACK: QoS 1; PUBREC: QoS 2, sent (again: PUBREL again); PUBCOMP: QoS 2, PUBREL sent. RESEND counts
+        # as SENT: the ack of the first send may come after the 3.x timer queued the resend.
+        if self.qos[i] != (1 if t == 4 else 2) or st < (RELEASED if t == 7 else RESEND):
+            return 0
+        r = t
+        if t == 5 and reason < 0x80:
             self.mark(i, RELEASED, now)
             r = 6
-        elif (t == 4 and q == 1 and (st == SENT or st == RESEND)) or (t == 7 and q == 2 and st >= RELEASED) or \
-                (t == 5 and q == 2 and st >= RESEND):
+        else:
             self.mark(i, FREE)
-            r = t
-        if r and st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
+        if st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
             self.requeue()
         return r
 

@@ -12,6 +12,8 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
+# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: a session
+# asking for them is built with it, and a build without it (profile mqtt311) refuses.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
@@ -48,9 +50,6 @@ _RELEASED = const(4)
 _RELQ = const(5)
 
 DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
-# Inbound flow states: delivered, awaiting the application's ack (QoS 1: 1, QoS 2: 3; bit 0 set), or PUBREC sent.
-_RX_PUBREC = const(2)
-_RX_SCAN = const(64)  # inbound windows up to this size are searched in place; larger ones (desktop) get a pid index
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 
@@ -67,14 +66,12 @@ class Session:
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
                  topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
-        if version != 3 and version != 4 and type(self) is Session:
+        # (props, session_expiry, topic_alias_maximum, send_alias_maximum: Session5's; a 3.x session ignores them)
+        if version != 3 and version != 4 and not hasattr(self, "auth"):
             raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1; MQTT 5 is session5.Session5")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
-        self.receive_maximum, self.manual_ack, self.retry_ms = receive_maximum, manual_ack, retry_ms
-        if version == _V5:  # MQTT 5's options: a 3.x session ignores them, and has no slots for them
-            self.props, self.session_expiry = props, session_expiry
-            self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
+        self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
         self.on_event = on_event or (lambda ev, value, reason: None)
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
@@ -89,28 +86,30 @@ class Session:
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
-        self._rx_pid = [0] * receive_maximum  # inbound QoS 2 (and manual-ack QoS 1) flows
-        self._rx_state = bytearray(receive_maximum)
+        # Inbound QoS 2 flows past our PUBREC: their ids in _rx_pid[0:_rx_n] (0 beyond), until PUBREL.
+        self._rx_pid = [0] * min(receive_maximum, 64)
         self._rx_n = 0
-        self._rx_index = {} if receive_maximum > _RX_SCAN else None  # pid -> slot: O(1) with thousands unacked
         self._resub = False
         self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
         self._connected_once = False
         self.state = DISCONNECTED
         self.session_present = False
-        # Set by a driver that queues messages for the application (the asyncio client's messages()):
-        # ack_later: QoS 1/2 messages no handler claims are acknowledged by ack() once the application took
-        # them, so the server's flow control (Receive Maximum) bounds the queue; hold: the queue is full,
-        # received() stops at the next PUBLISH (parked: it did; tick() cannot judge the link meanwhile).
-        self.ack_later = self.hold = self.parked = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
-        # hold_pubrel: fn(pid) -> True when the application answers that PUBREL itself, with complete(pid), once
-        # it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves).
-        self.hold_pubrel = None
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
         self.pinging = False  # a PINGREQ awaits its PINGRESP
         self.keepalive_ms = keepalive * 1000
+
+    def __new__(cls, *args, **options):
+        # A session whose application acknowledges messages itself is of cls extended by app_acks.py.
+        if (options.get("manual_ack") or options.get("ack_later")) and not hasattr(cls, "ack"):
+            try:
+                from tinymqtt.app_acks import extended
+            except ImportError:  # profile mqtt311 ships without it
+                raise LocalProtocolError(0x84, "manual_ack (messages the application acknowledges) is not in this "
+                                               "build")
+            return extended(cls)(*args, **options)
+        return object.__new__(cls)
 
     # ------------------------------------------------------------ connection lifecycle
 
@@ -158,10 +157,9 @@ class Session:
             if present and t == _UNSUBSCRIBE:
                 self._request(t, topics, props)
             self._resub = True
-        if not present:
+        if not present:  # the server has no inbound flow of ours left
             self._rx_n = 0
-            if self._rx_index:
-                self._rx_index.clear()
+            self._rx_pid = [0] * len(self._rx_pid)
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
             # A new session subscribes again, in the order of self.subs: each filter with properties on its own,
@@ -312,22 +310,6 @@ class Session:
     def _sub_len(self, topics, props):
         return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
 
-    def ack(self, msg):
-        """Manual-ack mode: acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2).
-        Returns False when `out` has no room (write it, then ack again)."""
-        j = self._rx(msg.pid)
-        if j < 0 or not self._rx_state[j] & 1:
-            return True  # not ours any more (the session was lost), or already acknowledged
-        if len(self.out) - self.outlen < 8:
-            return False
-        if self._rx_state[j] == 1:  # (QoS 1)
-            self._rx(msg.pid, 0)
-            self._send(_PUBACK, msg.pid)
-        else:
-            self._rx_state[j] = _RX_PUBREC
-            self._send(_PUBREC, msg.pid)
-        return True
-
     # ------------------------------------------------------------ input
 
     def received(self, n, now):
@@ -338,19 +320,18 @@ class Session:
             self.inlen += n
             self.last_recv = now
         buf, end, pos = self.inbuf, self.inlen, 0
-        more = self.parked = False
+        more = False
         try:
             while pos < end:
                 if len(self.out) - self.outlen < _ROOM:
                     more = True
                     break
-                if self.hold and buf[pos] >> 4 == _PUBLISH:  # parked until the application takes one
-                    more = self.parked = True
-                    break
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
                     break
-                self._packet(buf, pos, total)
+                if self._packet(buf, pos, total):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
+                    more = True
+                    break
                 pos += total
         except RemoteProtocolError as e:
             self._fail(e)
@@ -384,10 +365,8 @@ class Session:
                               (not reason or (reason == 0x10 and first < 0x60))):
                 pid = buf[pos + 2] << 8 | buf[pos + 3]
         if not pid:
-            if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet (manual
-                # ack QoS 1/2: the application keeps the message until ack(), so it gets its own)
-                return self._on_publish(read_publish(self._inmv, pos, pos + total, Packet(_PUBLISH) if first & 6
-                                                     and self.manual_ack else self._msg, self.version))
+            if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet
+                return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
             if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
                 raise protocol_error("a server never sends %s" % NAMES[t])
             p = decode(self._inmv[pos:pos + total], self.version)
@@ -413,7 +392,8 @@ class Session:
                         if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
                             self.subs.pop(topics[k][0], None)
                             self._unhandle((topics[k][0],))
-                return self.on_event(t, p, 0)
+                self.on_event(t, p, 0)
+                return  # (None: received() goes on)
             if t == _PINGRESP:
                 self.pinging = False
                 return
@@ -422,12 +402,8 @@ class Session:
             pid = p.pid
             reason = p.reason
         f = self.flights
-        if t == _PUBREL:  # the inbound flow table's (below)
-            j = self._rx(pid)
-            if j >= 0 and self._rx_state[j] & 1:  # (awaiting the application)
-                raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
-            if self.hold_pubrel is None or not self.hold_pubrel(pid):
-                self.complete(pid)
+        if t == _PUBREL:
+            self._pubrel(pid)
             return
         r = f.ack(t, pid, reason, self._now)  # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's
         if r < 0:
@@ -444,40 +420,59 @@ class Session:
         self.pump()
 
     def _on_publish(self, p):
-        hs, topic, q = self._handlers, p.topic, p.qos
-        hit = False
-        if q and self.ack_later and not self.manual_ack:  # (only there does a claiming handler decide the ack)
-            for i in range(len(hs)):
-                if matches(hs[i][0], topic):
-                    hit = True
-                    break
-        later = q and (self.manual_ack or (self.ack_later and not hit))
-        if q == 2 or later:
-            j = self._rx(p.pid)
-            if j >= 0:  # a resend of a message the application already has: never deliver it twice
-                if not p.dup:  # ... or a server reusing an id still in flight (mosquitto 2.0 past 65535 unacked)
+        # Exactly once for QoS 2: the id stays in _rx_pid from our PUBREC until PUBREL, and a PUBLISH with it is a
+        # resend, never delivered twice (a DUP-0 one: a server reusing an id still in flight, mosquitto 2.0 past
+        # 65535 unacked). A new session empties the table.
+        q, pid = p.qos, p.pid
+        if q == 2:
+            if pid in self._rx_pid:
+                if not p.dup:
                     self.reused += 1
-                if self._rx_state[j] == _RX_PUBREC:
-                    self._send(_PUBREC, p.pid)
-                return
-            self._rx(p.pid, q + q - 1 if later else _RX_PUBREC)  # (awaiting the application: 1 or 3)
-        hit = False
+                return self._send(_PUBREC, pid)
+            self._rx_add(pid)
+        self._deliver(p)
+        if q:
+            self._send(_PUBACK if q == 1 else _PUBREC, pid)
+
+    def _deliver(self, p):
+        # To the handlers whose filters match, else to on_event; True when a handler took it.
+        hs, hit = self._handlers, False
         for i in range(len(hs)):
-            if matches(hs[i][0], topic):
+            if matches(hs[i][0], p.topic):
                 hs[i][1](p)
                 hit = True
         if not hit:
             self.on_event(_PUBLISH, p, 0)
-        if q and not later:
-            self._send(_PUBACK if q == 1 else _PUBREC, p.pid)
+        return hit
+
+    def _rx_add(self, pid):
+        # 3.x servers never hear our Receive Maximum, and mosquitto 2.0 frees a v5 QoS 2 slot at our PUBREC, so
+        # the table may overshoot it: it grows (allocating only then) up to 64x (min 1024); beyond, 0x93.
+        n, rm = self._rx_n, self.receive_maximum
+        if n >= max(64 * rm, 1024):
+            raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)" % (rm, n))
+        if n == len(self._rx_pid):
+            self._rx_pid.append(0)
+        self._rx_pid[n] = pid
+        self._rx_n = n + 1
 
     def complete(self, pid):
-        """Ends an inbound QoS 2 flow with PUBCOMP (see hold_pubrel). False when `out` has no room."""
+        """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
+        has no room."""
         if len(self.out) - self.outlen < 8:
             return False
-        j = self._rx(pid, 0)
-        self._send(_PUBCOMP, pid, 0 if j >= 0 else self._not_found)  # an unknown PUBREL still gets its PUBCOMP
+        rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
+        if pid and pid in rx:  # the last row takes the place of the one removed
+            n = self._rx_n - 1
+            j = rx.index(pid)
+            rx[j] = rx[n]
+            rx[n] = 0
+            self._rx_n = n
+            code = 0
+        self._send(_PUBCOMP, pid, code)
         return True
+
+    _pubrel = complete  # a PUBREL (app_acks may hold it)
 
     # ------------------------------------------------------------ time
 
@@ -496,10 +491,7 @@ class Session:
         ka = self.keepalive_ms
         if ka:
             half = max(ka // 2, 500)  # a PINGRESP must come within half a keepalive: dead links show in 1.5x
-            if self.pinging and self.parked:  # its PINGRESP may wait behind a message nobody took yet: the
-                self._ping_at = now  # deadline starts again once reading resumes
-                wait = half
-            elif self.pinging:
+            if self.pinging:
                 wait = half - ticks_diff(now, self._ping_at)
                 if wait <= 0:
                     self.state = DISCONNECTED
@@ -533,54 +525,3 @@ class Session:
         else:
             self.outlen += encode(self.out, p, self.version, self.outlen)
         self.last_sent = self._now
-
-    # ------------------------------------------------------------ inbound flow table
-    # Inbound QoS 2 flows, and QoS 1/2 messages the application acknowledges itself (manual_ack, ack_later):
-    # rows _rx_pid/_rx_state[0:_rx_n], and _rx_index (pid -> row) when the table is large (desktop).
-    #   PUBLISH --> WAIT_APP (delivered, the application acks later: 1 for QoS 1, 3 for QoS 2) or PUBREC (2: sent)
-    #   WAIT_APP --ack()--> QoS 1: gone (PUBACK); QoS 2: PUBREC
-    #   PUBREC --PUBREL, complete()--> gone (PUBCOMP)
-    #   a PUBLISH for a pid in the table is a resend: never delivered twice; a new session empties the table.
-    # Our Receive Maximum bounds it: v5 counts a QoS 2 flow until our PUBCOMP, but mosquitto 2.0 frees its slot
-    # at our PUBREC and so overshoots under load; 3.x servers never hear our limit at all. Messages waiting for
-    # the application's ack are held to Receive Maximum exactly (v5); flows past our PUBREC cost a few bytes
-    # each and get a memory bound of 64x (min 1024). Beyond either, the server gets 0x93 (3.x: the connection
-    # just closes).
-
-    def _rx(self, pid, state=-1):
-        """The row of inbound flow pid, or -1; state 0 also removes it. state > 0 adds the flow pid (absent: the
-        caller looked) with that state, and returns its row."""
-        n, ix = self._rx_n, self._rx_index
-        if state > 0:
-            rm = self.receive_maximum
-            if n >= rm:
-                waiting = 0
-                if self.version == _V5:
-                    for k in range(n):
-                        waiting += self._rx_state[k] & 1
-                if waiting >= rm or n >= max(64 * rm, 1024):
-                    raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)"
-                                              % (rm, n))
-            if n == len(self._rx_pid):  # tolerated overshoot: the table grows, allocating only then
-                self._rx_pid.append(0)
-                self._rx_state.append(0)
-            self._rx_pid[n], self._rx_state[n] = pid, state
-            self._rx_n = n + 1
-            if ix is not None:
-                ix[pid] = n
-            return n
-        if ix is not None:
-            j = ix.get(pid, -1)
-        else:
-            j = n - 1
-            while j >= 0 and self._rx_pid[j] != pid:
-                j -= 1
-        if j >= 0 and not state:  # the last row takes the place of the one removed
-            n -= 1
-            if ix is not None:
-                del ix[pid]
-                if j != n:
-                    ix[self._rx_pid[n]] = j
-            self._rx_pid[j], self._rx_state[j] = self._rx_pid[n], self._rx_state[n]
-            self._rx_n = n
-        return j

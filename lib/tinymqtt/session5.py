@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, decode, v5
+from tinymqtt.packets import Packet, decode, read_publish, v5
 from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
@@ -33,12 +33,15 @@ class Session5(Session):
     """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
     topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
 
-    def __init__(self, version=_V5, **options):
+    def __init__(self, version=_V5, props=None, session_expiry=0, topic_alias_maximum=0, send_alias_maximum=16,
+                 **options):
         if version != _V5:
             raise LocalProtocolError(0x84, "Session5 speaks MQTT 5 only; 3.1 and 3.1.1 are session.Session")
         v5()  # the properties module loads now; a build without it (profile mqtt311) refuses here
         Session.__init__(self, version=_V5, **options)
-        self.expiry_granted = self.session_expiry  # (CONNACK may change it)
+        self.props, self.session_expiry = props, session_expiry
+        self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
+        self.expiry_granted = session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self._room = 0  # alias room of the PUBLISH _plen() sized last
@@ -97,8 +100,22 @@ class Session5(Session):
         Session._fail(self, e)
 
     def _packet(self, buf, pos, total):
-        # DISCONNECT and AUTH, what only a v5 server sends; Session takes every other packet.
+        # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
+        # sends; Session takes every other packet.
         t = buf[pos] >> 4
+        if t == _PUBLISH and self.state != CONNECTING:
+            p = read_publish(self._inmv, pos, pos + total, self._msg, _V5)
+            a = p.alias  # (-1 without a Topic Alias)
+            if a >= 0:
+                if not 0 < a <= self.topic_alias_maximum:
+                    raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
+                if p.topic:
+                    self._rx_alias[a] = p.topic
+                else:
+                    p.topic = self._rx_alias[a]
+                    if p.topic is None:
+                        raise protocol_error("topic alias %d was never set on this connection" % a)
+            return self._on_publish(p)
         if t != _DISCONNECT and t != _AUTH:
             return Session._packet(self, buf, pos, total)
         p = decode(self._inmv[pos:pos + total], _V5)
@@ -171,18 +188,3 @@ class Session5(Session):
         if props and _SUBSCRIPTION_IDENTIFIER in props and self._lacks & 4:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
-
-    # ------------------------------------------------------------ input
-
-    def _on_publish(self, p):
-        a = p.alias  # (packets.read_publish: -1 without a Topic Alias)
-        if a >= 0:
-            if not 0 < a <= self.topic_alias_maximum:
-                raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
-            if p.topic:
-                self._rx_alias[a] = p.topic
-            else:
-                p.topic = self._rx_alias[a]
-                if p.topic is None:
-                    raise protocol_error("topic alias %d was never set on this connection" % a)
-        Session._on_publish(self, p)

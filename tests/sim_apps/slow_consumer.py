@@ -1,7 +1,7 @@
 # Board app: a slow consumer of messages(). Subscribes to PREFIX/in (QoS 2: messages keep their QoS) with a
 # small receive_maximum, says READY, then takes one message every config.PAUSE_MS until it has config.N.
 # Records, after every message the session delivers, how many the client holds (the messages() ring) and
-# how many it has not acknowledged (the session's inbound table: QoS 1/2 waiting for the application).
+# how many it has not acknowledged (QoS 1/2 the session holds for the application).
 # Prints RESULT {got: [payload, ...], held: max held, unacked: max unacknowledged, parked: times parked}.
 import asyncio
 import json
@@ -20,10 +20,7 @@ async def main():
     def on_event(ev, value, reason):
         deliver(ev, value, reason)
         stats["held"] = max(stats["held"], c._inbox_n)
-        waiting = 0
-        for j in range(s._rx_n):
-            waiting += s._rx_state[j] & 1  # delivered, not acknowledged yet (QoS 1: 1, QoS 2: 3)
-        stats["unacked"] = max(stats["unacked"], waiting)
+        stats["unacked"] = max(stats["unacked"], len(s._held))  # delivered, not acknowledged yet (app_acks.py)
 
     s.on_event = on_event
     await c.connect()

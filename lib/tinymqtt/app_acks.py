@@ -1,0 +1,98 @@
+# Inbound QoS 1/2 messages the application acknowledges itself, for a Session (or Session5) built with them:
+# manual_ack=True (every one, by ack()), or a driver's ack_later=True (those no handler takes, once the
+# application has taken them from its queue: the asyncio client). Loaded only by a session that asks for it;
+# profile mqtt311 ships without it. What a held message's flow does (Session owns the rest):
+#   PUBLISH --> HELD (delivered; _held[pid] = QoS) --ack()--> QoS 1: PUBACK, gone; QoS 2: PUBREC, Session's table
+#   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
+#   a new session forgets every held message (acking one then sends nothing).
+# Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
+# never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
+from tinymqtt.errors import RemoteProtocolError, protocol_error
+from tinymqtt.packets import Packet
+from tinymqtt.session import Session, const
+
+_V5 = const(5)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+
+
+class AppAcks:
+    """Mixed in before Session or Session5 by extended(); _base is that class. Options: manual_ack, ack_later.
+    Attributes a driver sets: hold (its queue is full: received() stops at the next PUBLISH and sets parked)
+    and hold_pubrel, fn(pid) -> True when the application answers that PUBREL itself with complete(pid), once
+    it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves)."""
+
+    def __init__(self, *args, manual_ack=False, ack_later=False, **options):
+        if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
+            return
+        self._base.__init__(self, *args, **options)
+        self.manual_ack = manual_ack
+        self.hold = self.parked = False
+        self.hold_pubrel = None
+        self._held = {}  # pid -> QoS: delivered, awaiting the application's ack
+
+    def ack(self, msg):
+        """Acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2). Returns False when `out`
+        has no room (write it, then ack again)."""
+        pid = msg.pid
+        q = self._held.get(pid)
+        if not q:
+            return True  # not ours any more (the session was lost), or already acknowledged
+        if len(self.out) - self.outlen < 8:
+            return False
+        del self._held[pid]
+        if q == 2:
+            self._rx_add(pid)
+        self._send(_PUBACK if q == 1 else _PUBREC, pid)
+        return True
+
+    def _on_publish(self, p):
+        q, pid, held = p.qos, p.pid, self._held
+        if q and pid in held:  # a resend of a message the application holds
+            if not p.dup:
+                self.reused += 1
+            return
+        if not q or (q == 2 and pid in self._rx_pid):  # QoS 0, or a resend past our PUBREC: Session's
+            return Session._on_publish(self, p)
+        rm = self.receive_maximum
+        if len(held) >= (rm if self.version == _V5 else max(64 * rm, 1024)):
+            raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d messages unacknowledged)"
+                                      % (rm, len(held)))
+        held[pid] = q
+        if self.manual_ack:
+            self._deliver(p)
+            self._msg = Packet(_PUBLISH)  # the application keeps this one until its ack(): the next is read anew
+        elif self._deliver(p):  # ack_later: a handler took it, so it is acknowledged now
+            self.ack(p)
+
+    def _pubrel(self, pid):
+        if pid in self._held:
+            raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
+        if self.hold_pubrel is None or not self.hold_pubrel(pid):
+            self.complete(pid)
+
+    def _packet(self, buf, pos, total):
+        self.parked = self.hold and buf[pos] >> 4 == _PUBLISH  # parked, untouched, until the application takes one
+        return self.parked or self._base._packet(self, buf, pos, total)
+
+    def tick(self, now):
+        if self.parked and self.pinging:  # its PINGRESP may wait behind a message nobody took yet: the deadline
+            self._ping_at = now  # starts again once reading resumes
+        return Session.tick(self, now)
+
+    def _on_connack(self, p):
+        self._base._on_connack(self, p)
+        if not self.session_present:
+            self._held.clear()
+
+
+_made = {}
+
+
+def extended(base):
+    """The class of base (Session or Session5) with AppAcks: built once, then reused."""
+    c = _made.get(base)
+    if c is None:
+        c = _made[base] = type(base.__name__, (AppAcks, base), {"_base": base})
+    return c
