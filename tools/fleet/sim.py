@@ -222,7 +222,7 @@ class Device:
                 self.pending[pid] = rec
             try:
                 await c.flush()
-            except OSError:
+            except (OSError, MQTTError):  # a cut link: the transport's OSError, or ConnectionLost (an MQTTError)
                 pass  # the reader task notices the dead link and reconnects; the message waits in the session
             next_t += period
             now = loop.time()
@@ -256,7 +256,7 @@ class Device:
         self.alive = False
         try:
             await asyncio.wait_for(c.disconnect(), 5)  # reason 0: the will is discarded
-        except (asyncio.TimeoutError, OSError):
+        except (asyncio.TimeoutError, OSError, MQTTError):
             await c.close()
 
 
