@@ -42,8 +42,8 @@ class Client(Driver):
             if not self.wait_for(-1, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         self._done.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
-        if self.transport and (not self.batch or s.outlen > len(s.out) // 2):
-            self._io()
+        if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
+            self._io(-1)
         return pid
 
     def wait_for(self, pid, timeout=30):
@@ -101,9 +101,9 @@ class Client(Driver):
     def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
         while not self.session.ack(message):
-            self._io()
+            self._io(-1)
         if not self.batch:
-            self._io()
+            self._io(-1)
 
     # ---------------------------------------------------------------- the loop
 
@@ -118,7 +118,7 @@ class Client(Driver):
         while self.transport or self.reconnect:
             self._io(1000)
 
-    def _io(self, ms=-1):
+    def _io(self, ms):
         # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
         # its backoff is due); -1: flush; -2: open the connection. Whatever ends the link (a transport error, a
         # protocol error, a dead link) closes it here; the session keeps its state and the next loop()
