@@ -2,7 +2,7 @@
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
 # link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
 # message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
-from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, ticks_diff, ConnectionLost, LocalProtocolError
+from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError
 
 
 class Client(Driver):
@@ -41,7 +41,6 @@ class Client(Driver):
                 break
             if not self.wait_for(-1, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
-        self._done.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
         if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
             self._io(-1)
         return pid
@@ -63,14 +62,14 @@ class Client(Driver):
         start = p.ticks_ms()
         while True:
             if pid >= 0 and f.find(pid) < 0:
-                return self._outcome(pid) or True
+                return getattr(self._outcome(pid), "codes", True)  # (a SUBSCRIBE's: its SUBACK's)
             if not self.transport and (pid == -2 or not self.reconnect):
                 e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
                 if pid == -2:
                     raise e
                 raise ConnectionLost(getattr(e, "reason", 0x80), "not connected (reconnect=False): %s"
                                      % (e or "disconnect() was called"))
-            if f.count < f.size if pid == -1 else pid == -2 and self.is_connected():
+            if f.count < f.size if pid == -1 else pid == -2 and self.session.state == 2:  # (CONNECTED)
                 return True
             left = ms - ticks_diff(p.ticks_ms(), start)
             if left < 0:
@@ -91,12 +90,12 @@ class Client(Driver):
     def _request(self, pid, timeout):
         if not pid:
             return None
-        self._done[pid] = WAITING  # (wait_for()'s first turn writes the request)
+        self._done[pid] = ...  # driver.WAITING (wait_for()'s first turn writes the request)
         p = self.wait_for(pid, timeout)
-        if not p:
+        if p is False:
             self._done.pop(pid, None)
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
-        return getattr(p, "codes", None)  # (None: the link dropped first; the new connection asks again)
+        return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
     def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
