@@ -72,7 +72,7 @@ class Client(Driver):
             if f.count < f.size if pid == -1 else pid == -2 and self.session.state == 2:  # (CONNECTED)
                 return True
             left = ms - ticks_diff(p.ticks_ms(), start)
-            if left < 0:
+            if left <= 0:
                 return False
             self._io(left)
 
