@@ -50,7 +50,8 @@ class Client(Driver):
         in flight after timeout. Raises NotDelivered (with the reason code) when the server refused it or it
         was lost with the session, and ConnectionLost when the link died with reconnect=False."""
         # (Inside the client pid may also be -1: until an in-flight slot is free; -2: until CONNACK, raising
-        # the link's error if it closes; -3: loop(), one turn. A SUBSCRIBE's returns its SUBACK.)
+        # the link's error if it closes; -3: loop(), one turn. A SUBSCRIBE's or UNSUBSCRIBE's returns its ack's
+        # codes, or True when its slot went with the link: the new connection asks again.)
         p, f, c = self.p, self.session.flights, self._ms
         ms = c.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
         if ms is None:
