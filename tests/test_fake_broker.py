@@ -574,6 +574,41 @@ def test_publish_before_suback_is_delivered(rig, version):
     fb.run(c)
 
 
+@pytest.mark.parametrize("version", [V5, V311])
+def test_subscribe_cut_before_its_suback_returns_none_and_the_new_connection_subscribes(rig, version):
+    # The link drops between SUBSCRIBE and SUBACK: the request's slot goes with the old connection and the new
+    # session subscribes again under a new packet id, so subscribe() returns None (as offline), not a timeout.
+    def server(fb):
+        fb.handshake()
+        fb.expect(SUBSCRIBE, topics=[("a/#", 1)])
+        fb.close()
+        fb.handshake()
+        s = fb.expect(SUBSCRIBE, topics=[("a/#", 1)])
+        fb.send(Packet(SUBACK, pid=s.pid, codes=[1]))
+
+    fb, c = rig(version, server)
+    c.connect()
+    assert c.subscribe("a/#", 1, timeout=20) is None
+    fb.run(c, until=lambda: not c.session.flights.count)
+    assert [type(e) for e in c.errors] == [ConnectionLost] and not c._done
+
+
+def test_failure_table_keeps_at_most_64_unasked_refusals(rig):
+    def server(fb):
+        fb.handshake()
+        for _ in range(70):
+            fb.send(Packet(PUBACK, pid=fb.expect(PUBLISH, qos=1).pid, reason=0x87))
+
+    fb, c = rig(V5, server, max_inflight=80)
+    c.connect()
+    pids = [c.publish("a", b"x", 1) for _ in range(70)]
+    fb.run(c, until=lambda: not c.session.flights.count)
+    assert len(c._done) == 64 and len(events(c, PUBACK)) == 70  # on_event had every refusal
+    with pytest.raises(NotDelivered) as e:
+        c.wait_for(pids[0], 5)
+    assert e.value.reason == 0x87 and len(c._done) == 63
+
+
 # ---------------------------------------------------------------- servers that break the rules
 
 MALFORMED = [

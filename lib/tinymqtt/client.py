@@ -2,7 +2,7 @@
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
 # link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
 # message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
-from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, ticks_diff, ConnectionLost, ConnectError, LocalProtocolError
+from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError
 
 
 class Client(Driver):
@@ -13,8 +13,8 @@ class Client(Driver):
 
     def connect(self, timeout=10):
         """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
-        self._io(-2)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by _wait()
-        if not self._wait(timeout, -2):
+        self._io(-2)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by wait_for()
+        if not self.wait_for(-2, timeout):
             self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             raise self.last_error
         return self.session.session_present
@@ -33,26 +33,51 @@ class Client(Driver):
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
-        if not self.reconnect and s._connected_once:
-            self._wait(0, -3)  # raises when the link is gone: reconnect=False brings none back
-        pid = s.publish(topic, payload, qos, retain, props)
-        if pid < 0 and self._wait(timeout, -1):
-            pid = s.publish(topic, payload, qos, retain, props)
-        if pid < 0:
-            raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
-        self._done.pop(pid, None)  # the id is reused: what wait_for() says about it is the new message's
-        if self.transport and (not self.batch or s.outlen > len(s.out) // 2):
-            self._io()
+        while True:
+            pid = -1
+            if self.transport or self.reconnect or not s._connected_once:  # (else wait_for() raises)
+                pid = s.publish(topic, payload, qos, retain, props)
+            if pid >= 0:
+                break
+            if not self.wait_for(-1, timeout):
+                raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
+        if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
+            self._io(-1)
         return pid
 
     def wait_for(self, pid, timeout=30):
         """Waits until the QoS 1/2 flow of packet id pid ends. True: the server acknowledged it; False: still
         in flight after timeout. Raises NotDelivered (with the reason code) when the server refused it or it
         was lost with the session, and ConnectionLost when the link died with reconnect=False."""
-        done = self._wait(timeout, pid)
-        if done:
-            self._outcome(pid)
-        return done
+        # (Inside the client pid may also be -1: until an in-flight slot is free; -2: until CONNACK, raising
+        # the link's error if it closes; -3: loop(), one turn. A SUBSCRIBE's or UNSUBSCRIBE's returns its ack's
+        # codes, or True when its slot went with the link: the new connection asks again.)
+        p, f, c = self.p, self.session.flights, self._ms
+        ms = c.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
+        if ms is None:
+            ms = int(timeout * 1000)
+            if len(c) < 8:
+                c[timeout] = ms
+        if pid == -3:
+            return self._io(ms)
+        start = p.ticks_ms()
+        while True:
+            if pid >= 0 and f.find(pid) < 0:
+                return getattr(self._outcome(pid), "codes", True)  # (a SUBSCRIBE's: its SUBACK's)
+            if not self.transport and (pid == -2 or not self.reconnect):
+                e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
+                if pid == -2:
+                    raise e
+                raise ConnectionLost(getattr(e, "reason", 0x80), "not connected (reconnect=False): %s"
+                                     % (e or "disconnect() was called"))
+            if f.count < f.size if pid == -1 else pid == -2 and self.session.state == 2:  # (CONNECTED)
+                return True
+            left = ms - ticks_diff(p.ticks_ms(), start)
+            if left <= 0:
+                return False
+            self._io(left)
+
+    _ms = {}  # timeouts in ms, by their value in seconds (one table: they mean the same to every client)
 
     def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
@@ -66,20 +91,19 @@ class Client(Driver):
     def _request(self, pid, timeout):
         if not pid:
             return None
-        self._done[pid] = WAITING
-        self._io()
-        ok = self._wait(timeout, pid)
-        p = self._outcome(pid)
-        if not ok:
+        self._done[pid] = ...  # driver.WAITING (wait_for()'s first turn writes the request)
+        p = self.wait_for(pid, timeout)
+        if p is False:
+            self._done.pop(pid, None)
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
-        return p.codes
+        return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
     def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
         while not self.session.ack(message):
-            self._io()
+            self._io(-1)
         if not self.batch:
-            self._io()
+            self._io(-1)
 
     # ---------------------------------------------------------------- the loop
 
@@ -88,32 +112,24 @@ class Client(Driver):
     def loop(self, timeout=1):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
-        ms = self._ms.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
-        if ms is None:
-            ms = int(timeout * 1000)
-            if len(self._ms) < 8:
-                self._ms[timeout] = ms
-        self._io(ms)
-
-    _ms = {}  # loop()'s timeouts in ms, by their value in seconds (one table: they mean the same to every client)
+        self.wait_for(-3, timeout)
 
     def loop_forever(self):
         while self.transport or self.reconnect:
             self._io(1000)
 
-    def _io(self, ms=-1):
+    def _io(self, ms):
         # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
         # its backoff is due); -1: flush; -2: open the connection. Whatever ends the link (a transport error, a
         # protocol error, a dead link) closes it here; the session keeps its state and the next loop()
         # reconnects after the backoff. (One method taking an int: a bound method or a closure would allocate.)
-        s, p = self.session, self.p
+        s, p, t = self.session, self.p, self.transport
         try:
             if ms >= 0:
-                if self.transport:
-                    self.flush()
+                if t:
                     wait = min(ms, s.tick(p.ticks_ms()))
                     self.flush()
-                    n = self.transport.readinto(s.inbuf, s.inlen, wait)
+                    n = t.readinto(s.inbuf, s.inlen, wait)
                     while s.received(n, p.ticks_ms()):
                         self.flush()
                         n = 0
@@ -131,31 +147,6 @@ class Client(Driver):
             self.flush()
         except LINK_ERRORS as e:
             self._close(e)
-            if isinstance(e, ConnectError) and not self.reconnect:
-                raise e
-
-    def _wait(self, timeout, pid):
-        # Loops until timeout s pass or: pid -2 (connect()), CONNACK; -1 (publish()), a free in-flight slot; -3:
-        # never; else the flow of pid ended. Raises when nothing can complete (connecting: the link's error).
-        p, d, f = self.p, self._done, self.session.flights
-        start, ms = p.ticks_ms(), int(timeout * 1000)
-        while True:
-            if pid >= 0:
-                done = d[pid] is not WAITING if pid in d else f.find(pid) < 0
-            else:
-                done = f.count < f.size if pid == -1 else pid == -2 and self.is_connected()
-            if done:
-                return True
-            if not self.transport and (pid == -2 or not self.reconnect):
-                e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
-                if pid == -2 or isinstance(e, ConnectionLost):
-                    raise e
-                raise ConnectionLost(getattr(e, "reason", 0x80), "not connected (reconnect=False): %s"
-                                     % (e or "disconnect() was called"))
-            left = ms - ticks_diff(p.ticks_ms(), start)
-            if left <= 0:
-                return False
-            self._io(min(left, 1000))
 
     def __enter__(self):
         self.connect()

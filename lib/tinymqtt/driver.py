@@ -1,24 +1,21 @@
 # What the blocking and asyncio clients share: the session they drive (new_session imports only the classes of
 # the MQTT version in use), their options, event dispatch, the table of finished flows that wait_for() and
 # await read, closing a link, and the reconnect backoff. The port contract is written once, in default_port().
-from tinymqtt.errors import MQTTError, ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, \
-    NotDelivered
+from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, NotDelivered
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
 
 # session events (tinymqtt.packets' packet types, and session.LOST, session.CONNECTED), inlined by MicroPython
 _CONNACK = const(2)
 _PUBLISH = const(3)
-_PUBACK = const(4)
 _PUBCOMP = const(7)
-_SUBACK = const(9)
-_UNSUBACK = const(11)
 _AUTH = const(15)
 _LOST = const(16)
 _CONNECTED = const(2)  # session.state
 
 LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
 WAITING = ...  # in Driver._done: a flow someone awaits, not finished yet
+_GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDelivered 0x80; refusals keep their code)
 
 
 def default_port():
@@ -58,49 +55,45 @@ class Driver:
     (0x18: continue, also before CONNACK; 0x00: a re-authentication succeeded); the answer goes out as our
     AUTH. Re-authenticate with client.session.auth(0x19, props), then flush."""
 
+    # (defaults in the class: an instance holds only what it changed)
+    transport = last_error = on_message = on_connect = on_disconnect = on_event = on_auth = None
+    _delay = 0  # the next reconnect backoff, ms (0: backoff_min_ms)
+
     def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
                  backoff_max_ms=30000, batch=False, port_impl=None, **session_options):
         self.host, self.port, self.tls = host, port, tls
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
         self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
-        self.p = port_impl or default_port()
+        self.p = p = port_impl or default_port()
         self.session = new_session(self._event, **session_options)
-        self.transport = self.last_error = None
-        self.on_message = self.on_connect = self.on_disconnect = self.on_event = self.on_auth = None
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
-        # someone awaits it (WAITING until then), and the reason code of every QoS 1/2 message refused (-1: lost)
+        # someone awaits it (WAITING until then), and the reason code of every QoS 1/2 message refused (_GONE:
+        # lost), kept until asked
         self._done = {}
-        self._delay = 0  # the next reconnect backoff, ms (0: backoff_min_ms)
-        self._next_try = self.p.ticks_ms()  # when the next reconnect may start
+        self._next_try = p.ticks_ms()  # when the next reconnect may start
 
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:
             if self.on_message:
                 self.on_message(value)
             return
-        d = self._done
         if ev == _CONNACK:
             self._delay = 0
             if self.on_connect:
                 self.on_connect(value)
-        elif ev == _SUBACK or ev == _UNSUBACK:
-            if value.pid in d:
-                d[value.pid] = value
-        elif ev == _LOST or _PUBACK <= ev <= _PUBCOMP:  # a QoS 1/2 flow ended (PUBREC: refused)
-            pid, r = value, reason  # (no conditional expression: its tuples would allocate)
-            if ev == _LOST:
-                pid, r = value.pid, -1
-            if pid in d or not 0 <= r < 0x80:  # awaited, or failed: wait_for() may ask later
-                if len(d) >= 64 and pid not in d:  # bounded: the oldest entry nobody awaits goes
-                    for k in d:
-                        if d[k] is not WAITING:
-                            del d[k]
-                            break
-                d[pid] = r
         elif ev == _AUTH and self.on_auth:
             answer = self.on_auth(value)
             if answer:
-                self.session.auth(answer[0], answer[1])
+                self.session.auth(*answer)
+        else:  # a flow ended: PUBACK, PUBREC (refused), PUBCOMP (value: the packet id) or SUBACK, UNSUBACK, LOST
+            # (value: a Packet); kept while awaited, and a failure until wait_for() asks. (DISCONNECT, AUTH: their
+            # Packet's pid is 0, which is never awaited)
+            d, pid, r = self._done, value, reason
+            if ev > _PUBCOMP:
+                pid = value.pid
+                r = _GONE if ev == _LOST else value
+            if pid in d or type(r) is int and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
+                d[pid] = r  # asked about, no more are kept; on_event had each)
         if self.on_event:
             self.on_event(ev, value, reason)
 
@@ -108,8 +101,8 @@ class Driver:
         # How the flow of pid ended, taken from the table (None: not recorded, or the client closed); raises
         # NotDelivered for a message the server refused or that was lost with the session.
         r = self._done.pop(pid, None)
-        if type(r) is int and not 0 <= r < 0x80:
-            raise NotDelivered(0x80 if r < 0 else r, "packet id %d %s" % (pid, "refused by the server" if r > 0
+        if type(r) is int and r >= 0x80:
+            raise NotDelivered(r & 0xFF, "packet id %d %s" % (pid, "refused by the server" if r < _GONE
                                else "lost: the server no longer has the session"), pid)
         return r
 
@@ -129,15 +122,14 @@ class Driver:
         if t:
             try:
                 self._write()  # a DISCONNECT with the reason code may be waiting
-            except (OSError, MQTTError):  # a board stream raises ConnectionLost for a dead socket
+            except Exception:  # closing anyway (a board stream raises ConnectionLost for a dead socket)
                 pass
             t.close()
             self.transport = None
         self.session.connection_lost()
         d = self._delay or self.backoff_min_ms  # exponential, +-25% jitter: a fleet does not return in lockstep
         self._delay = min(d * 2, self.backoff_max_ms)
-        j = d // 4
-        self._next_try = self.p.ticks_ms() + d - j + getrandbits(16) % (2 * j + 1)
+        self._next_try = self.p.ticks_ms() + d - d // 4 + getrandbits(16) % (d // 2 + 1)
         if self.on_disconnect:
             self.on_disconnect(err)
 
