@@ -783,6 +783,25 @@ def test_manual_ack_of_messages_the_application_held(rig, version):
     fb.run(c)
 
 
+@pytest.mark.parametrize("version", [V5, V311])
+def test_ack_without_manual_ack_does_nothing(rig, version):
+    # Without manual_ack the session acknowledged the message after its handler (and has no ack() of its own):
+    # an application that calls ack() anyway sends nothing more.
+    def server(fb):
+        fb.handshake()
+        fb.send(Packet(PUBLISH, topic="m", payload=b"1", qos=1, pid=1))
+        fb.expect(PUBACK, pid=1)
+        fb.expect_nothing(0.2)
+
+    fb, c = rig(version, server)
+    got = []
+    c.on_message = got.append
+    c.connect()
+    fb.run(c, until=lambda: got)
+    c.ack(got[0])
+    fb.run(c)
+
+
 def test_first_loop_connects_at_once_whatever_the_clock_reads(rig):
     # ticks_ms() wraps at 2**30; read past 2**29 it made the first loop() (without connect()) wait ~6 days.
     late = types.SimpleNamespace(network_up=tinymqtt_port.network_up, open=tinymqtt_port.open,

@@ -99,10 +99,12 @@ class Client(Driver):
         return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
     def ack(self, message):
-        """Manual-ack mode: acknowledge a message once it is safely handled."""
-        while not self.session.ack(message):
+        """Manual-ack mode: acknowledge a message once it is safely handled. Without manual_ack there is nothing
+        to do (its handler's return acknowledged it; that session has no ack())."""
+        a = getattr(self.session, "ack", None)
+        while a and not a(message):
             self._io(-1)
-        if not self.batch:
+        if a and not self.batch:
             self._io(-1)
 
     # ---------------------------------------------------------------- the loop
