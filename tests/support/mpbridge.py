@@ -47,6 +47,7 @@ class Device:
                 if conn:
                     conn.close()  # the newest client wins, as when a serial port is reopened
                 conn = new
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.master in ready:
                 try:
                     data = os.read(self.master, 65536)
@@ -64,6 +65,7 @@ class Device:
                         conn = None
             if conn and conn in ready:
                 data = conn.recv(65536)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
                 if data:
                     os.write(self.master, data)
                 else:
