@@ -53,7 +53,7 @@ def _run_all():
 def result(kind):
     if not _results:
         _run_all()
-    got = _results[kind]
+    got = _results.get(kind) or AssertionError("no %s board on this machine (node / .venv/bin/micropython)" % kind)
     if isinstance(got, Exception):
         raise got
     return got
