@@ -282,7 +282,7 @@ def test_pipeline_end_to_end_with_crash_and_restart(spark, mosq, tmp_path):
         return start_query(spark, broker, out, ckpt, prefix=prefix, trigger="500 milliseconds")
     q = start()
     wait_subscribed(spool, timeout=120, query=q)
-    cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=150, rate=2.0, duration=14.0, qos_per="message",
+    cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=150, rate=3.0, duration=10.0, qos_per="message",
                       prefix=prefix, cuts=2, cut_via="mixed", cut_fraction=0.2, deaths=3, reboot_after=2.0,
                       will_delay=1, manifest=str(tmp_path / "manifest.jsonl"), seed=21)
     box = {}
@@ -361,7 +361,7 @@ def test_scale_out_shared_subscription_to_file_source(spark, mosq, tmp_path):
     q = (transform(spark.readStream.schema(LANDING_SCHEMA).option("cleanSource", "delete").parquet(landing))
          .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
          .trigger(processingTime="500 milliseconds").start())
-    cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=60, rate=4.0, duration=8.0, qos_per="message",
+    cfg = FleetConfig(host=mosq.host, port=mosq.port, devices=60, rate=6.0, duration=5.5, qos_per="message",
                       prefix=prefix, cuts=1, cut_via="proxy", cut_fraction=0.2, manifest=str(tmp_path / "m.jsonl"),
                       seed=4)
     box = {}

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 import tools.sim
-from tests.support.broker import Mosquitto
+from tests.support import keepalive_runs
 from tests.support.proxy import Proxy
 from tests.support.report import record
 from tinymqtt import props as P
@@ -206,15 +206,9 @@ def test_qos_both_directions(broker, board, peers, prefix, version, qos):
 
 @pytest.fixture(scope="module")
 def keepalive_run(board_kind):
-    """Three clients (3.1, 3.1.1, 5.0) on one board, keepalive 2 s, idle 5 s: (RESULT, client id, broker log)."""
-    with Mosquitto(extra_conf="log_type all") as b:
-        cid = "k" + uid()
-        env = {"BROKER_HOST": b.host, "BROKER_PORT": b.port, "CLIENT_ID": cid, "VERSIONS": [3, 4, 5],
-               "KEEPALIVE": 2, "IDLE": 5}
-        done = tools.sim.run_app(os.path.join(APPS, "keepalive.py"), env=env, board=board_kind, timeout=30)
-        assert done.returncode == 0, done.stdout + done.stderr
-        res, = tools.sim.results(done.stdout)
-        return res, cid, b.log_text()
+    """Three clients (3.1, 3.1.1, 5.0) on one board, keepalive 2 s, idle 5 s: (RESULT, client id, broker log);
+    every board kind runs it at the same time (tests/support/keepalive_runs.py)."""
+    return keepalive_runs.result(board_kind)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

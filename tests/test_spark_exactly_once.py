@@ -18,7 +18,8 @@ import pytest
 import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
 from tinymqtt import props as P
 from tinymqtt.client import Client
-from tinymqtt.packets import (Packet, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK)
+from tinymqtt.packets import (Packet, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK, PINGREQ, PINGRESP,
+                              DISCONNECT)
 from tools.spark.pipeline import link_stats
 from tests.support.broker import Mosquitto
 from tests.support.fakebroker import FakeBroker
@@ -174,14 +175,17 @@ def test_reused_packet_id_with_identical_payload_is_a_new_message(tmp_path, qos)
         s = fb.expect(SUBSCRIBE, timeout=20)
         fb.send(Packet(SUBACK, pid=s.pid, codes=[2]))
         acked(fb)
+        fb.expect(PINGREQ, timeout=30)  # the stop: a ping after the acks (so they were read), then DISCONNECT
+        fb.send(Packet(PINGRESP))
+        fb.expect(DISCONNECT, timeout=20)
 
     with FakeBroker(version=5, timeout=20) as fb:
         fb.start(script)
         ing = IngestProc(str(tmp_path), fb.port, "reuse", topic).start("received:2")
         ing.crashed()
         ing.start(ready=False)
-        fb.join(60)
         assert ing.p.stdout.readline().strip() == "READY"
         wait_for(lambda: len(landed(ing.landing)) >= 2, 20, "B never landed")
         ing.stop()
+        fb.join(60)
     assert sorted(landed(ing.landing)) == [(0, qos), (1, qos)]

@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from tests.support import unixport
-from tests.support.broker import Mosquitto
+from tests.support import keepalive_runs, unixport
 from tests.test_unix_aio import boards, layer  # noqa: F401 (layer: a fixture)
 from tests.test_sim_board import (peers, prefix, uid,  # noqa: F401 (fixtures)
                                   test_will_published_when_the_board_crashes,
@@ -29,10 +28,4 @@ def board(layer):
 @pytest.fixture(scope="module")
 def keepalive_run():
     """Three blocking clients (3.1, 3.1.1, 5.0), keepalive 2 s, idle 5 s: (RESULT, client id, broker log)."""
-    with Mosquitto(extra_conf="log_type all") as b:
-        cid = "k" + uid()
-        env = {"BROKER_HOST": b.host, "BROKER_PORT": b.port, "CLIENT_ID": cid, "VERSIONS": [3, 4, 5],
-               "KEEPALIVE": 2, "IDLE": 5}
-        rc, out, res = unixport.run(os.path.join(APPS, "keepalive.py"), "linux", env, timeout=30)
-        assert rc == 0, out
-        return res[0], cid, b.log_text()
+    return keepalive_runs.result("unix-blocking")

@@ -47,7 +47,7 @@ def slow(c):
         for i in range(-total % 4096, len(chunk), 4096):  # each 4 KB block starts with its number
             bad += chunk[i] != ((total + i) // 4096) & 0xFF
         total += len(chunk)
-        time.sleep(0.2)
+        time.sleep(0.1)  # far shorter than the board's 3 s send timeout; long enough to fill its send buffer
     c.sendall(b"got %d bad %d" % (total, bad))
 
 

@@ -10,7 +10,7 @@
 # At the end: every message delivered (both ways), no QoS 2 duplicate on the way out, tables drained, fds back
 # to where they started, and memory drift (least-squares slope after a warm-up, and the last quarter's mean
 # against the second quarter's) within bounds. Exit status 0 when every check holds.
-# tests/test_soak_short.py runs a ~20 s version of this in CI.
+# tests/test_soak_short.py runs a ~10 s version of this in CI.
 import argparse
 import array
 import json

@@ -42,7 +42,7 @@ n = t.readinto(buf, 4, 5000)  # at an offset, as the session reads after half a 
 result(case="late", first=first, late=late, at_offset=bytes(buf[4:4 + n]).decode())
 t.close()
 
-# slow: 2 MB to a server that reads 256 KB, then pauses 200 ms, through a 64 KB send buffer (Linux: the
+# slow: 2 MB to a server that reads 256 KB, then pauses 100 ms, through a 64 KB send buffer (Linux: the
 # kernel would otherwise take all 2 MB at once): partial sends go on until every byte is out, and a pause far
 # shorter than the send timeout does not end the link. ports/linux's sends are counted.
 big = bytearray(2 * 1024 * 1024)
