@@ -351,19 +351,14 @@ class Session:
         self.state = DISCONNECTED
         raise e
 
-    def _packet(self, buf, pos, total):
+    def _packet(self, buf, pos, total, pid=0, reason=0):
+        # (pid, reason: an ack Session5 read in place)
         first = buf[pos]
         t = first >> 4
-        pid = 0
-        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
-            # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
-            # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
-            # nobody reads) with no properties. Anything else (packet id 0 too) takes the full decoder, which
-            # validates it.
-            reason = buf[pos + 4] if total > 4 else 0
-            if total == 4 or (self.version == _V5 and not (total == 6 and buf[pos + 5]) and
-                              (not reason or (reason == 0x10 and first < 0x60))):
-                pid = buf[pos + 2] << 8 | buf[pos + 3]
+        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+            # The common acks, a bare packet id, handled without building a Packet, so nothing is allocated.
+            # Anything else (packet id 0 too) takes the full decoder, which validates it.
+            pid = buf[pos + 2] << 8 | buf[pos + 3]
         if not pid:
             if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))

@@ -3,7 +3,7 @@
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, decode, read_publish, v5
-from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
+from tinymqtt.session import Session, CONNECTING, CONNECTED, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
 
@@ -117,7 +117,14 @@ class Session5(Session):
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
         if t != _DISCONNECT and t != _AUTH:
-            return Session._packet(self, buf, pos, total)
+            pid = reason = 0
+            if total == 5 and self.state == CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
+                # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
+                # nobody reads), read in place as Session reads a bare one: no allocation.
+                reason = buf[pos + 4]
+                if not reason or (reason == 0x10 and t < 6):
+                    pid = buf[pos + 2] << 8 | buf[pos + 3]
+            return Session._packet(self, buf, pos, total, pid, reason)
         p = decode(self._inmv[pos:pos + total], _V5)
         if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
             raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
