@@ -329,7 +329,7 @@ class Session:
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
                     break
-                if self._packet(buf, pos, total):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
+                if self._packet(buf, pos, total, 0, 0):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
                     more = True
                     break
                 pos += total
@@ -351,8 +351,8 @@ class Session:
         self.state = DISCONNECTED
         raise e
 
-    def _packet(self, buf, pos, total, pid=0, reason=0):
-        # (pid, reason: an ack Session5 read in place)
+    def _packet(self, buf, pos, total, pid, reason):
+        # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
         if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):

@@ -99,7 +99,7 @@ class Session5(Session):
             self._send(Packet(_DISCONNECT, reason=e.reason))
         Session._fail(self, e)
 
-    def _packet(self, buf, pos, total):
+    def _packet(self, buf, pos, total, pid, reason):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
@@ -117,7 +117,6 @@ class Session5(Session):
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
         if t != _DISCONNECT and t != _AUTH:
-            pid = reason = 0
             if total == 5 and self.state == CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
                 # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
                 # nobody reads), read in place as Session reads a bare one: no allocation.
