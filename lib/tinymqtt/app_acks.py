@@ -44,7 +44,7 @@ class AppAcks:
         del self._held[pid]
         if q == 2:
             self._rx_add(pid)
-        self._send(_PUBACK if q == 1 else _PUBREC, pid)
+        self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
         return True
 
     def _on_publish(self, p):

@@ -113,7 +113,7 @@ class Inflight:
         i = pid % self.size
         return i if self.state[i] and self.pid[i] == pid else -1
 
-    def mark(self, i, state, now=0):
+    def mark(self, i, state, now):
         # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
         self.unacked += (SENT <= state <= RELQ) - (SENT <= self.state[i] <= RELQ)
         self.state[i] = state
@@ -151,7 +151,7 @@ class Inflight:
             self.mark(i, RELEASED, now)
             r = 6
         else:
-            self.mark(i, FREE)
+            self.mark(i, FREE, 0)
         if st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
             self.requeue()
         return r
@@ -166,7 +166,7 @@ class Inflight:
                 if left > 0:
                     wait = min(wait, left)
                 else:
-                    self.mark(i, RESEND if st == SENT else RELQ)
+                    self.mark(i, RESEND if st == SENT else RELQ, 0)
         self.requeue()
         return wait
 
@@ -179,20 +179,20 @@ class Inflight:
             st = self.state[i]
             if st == CONTROL:
                 ids.append((self.retain[i], self.topic[i], self.props[i]))
-                self.mark(i, FREE)
+                self.mark(i, FREE, 0)
             elif present:
                 if st == SENT or st == RELEASED:
-                    self.mark(i, RESEND if st == SENT else RELQ)
+                    self.mark(i, RESEND if st == SENT else RELQ, 0)
             elif st == SENT or st == RESEND:  # sent before: the session that may have it is gone
                 if republish:
-                    self.mark(i, QUEUED)
+                    self.mark(i, QUEUED, 0)
                 else:
                     msg = Packet(3, topic=self.topic[i].decode(), payload=self.payload[i], qos=self.qos[i],
                                  retain=bool(self.retain[i]), props=self.props[i], pid=self.pid[i])
-                    self.mark(i, FREE)
+                    self.mark(i, FREE, 0)
                     on_event(LOST, msg, 0)
             elif st >= RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over
-                self.mark(i, FREE)
+                self.mark(i, FREE, 0)
                 on_event(7, self.pid[i], 0)
         self.requeue()
         return ids

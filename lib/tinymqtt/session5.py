@@ -96,7 +96,7 @@ class Session5(Session):
     def _fail(self, e):
         # The server broke the rules: tell it why before the driver closes the connection.
         if self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
-            self._send(Packet(_DISCONNECT, reason=e.reason))
+            self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
         Session._fail(self, e)
 
     def _packet(self, buf, pos, total, pid, reason):
@@ -155,7 +155,7 @@ class Session5(Session):
         if _AUTHENTICATION_METHOD not in (props or {}):
             props = dict(props or {})
             props[_AUTHENTICATION_METHOD] = method
-        self._send(Packet(_AUTH, reason=reason, props=props))
+        self._send(Packet(_AUTH, reason=reason, props=props), 0, 0)
 
     # ------------------------------------------------------------ publish and subscribe
 
@@ -176,7 +176,7 @@ class Session5(Session):
                 return n
             room = 0
 
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
+    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
         if self._room:
             alias = self.aliases.lookup(t)
             if alias > 0:
