@@ -333,8 +333,9 @@ class Session:
                     more = True
                     break
                 pos += total
-        except RemoteProtocolError as e:
-            self._fail(e)
+        except RemoteProtocolError:  # the server broke the rules (Session5 tells it why): the driver closes the link
+            self.state = DISCONNECTED
+            raise
         finally:
             if pos:  # keep the partial packet at the front
                 k = end - pos
@@ -345,11 +346,6 @@ class Session:
                         buf[j] = buf[pos + j]
                 self.inlen = k
         return more
-
-    def _fail(self, e):
-        # The server broke the rules (Session5 tells it why first); the driver closes the connection.
-        self.state = DISCONNECTED
-        raise e
 
     def _packet(self, buf, pos, total, pid, reason):
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)

@@ -93,11 +93,15 @@ class Session5(Session):
             self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
         Session._on_connack(self, p)
 
-    def _fail(self, e):
+    def received(self, n, now):
         # The server broke the rules: tell it why before the driver closes the connection.
-        if self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
-            self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
-        Session._fail(self, e)
+        st = self.state
+        try:
+            return Session.received(self, n, now)
+        except RemoteProtocolError as e:
+            if st != DISCONNECTED and len(self.out) - self.outlen >= 8:
+                self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
+            raise
 
     def _packet(self, buf, pos, total, pid, reason):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
