@@ -100,14 +100,20 @@ class Inflight:
 
     def requeue(self):
         """Rebuilds the queue after a resend: PUBREL resends first (they never wait for the window, so they must
-        not sit behind a PUBLISH that does), then PUBLISHes in publish order."""
+        not sit behind a PUBLISH that does), then PUBLISHes in publish order. Returns the slots in use, oldest
+        first (only after a resend or on reconnect, where allocating a list is fine)."""
         self._head = self._len = 0
-        order = self.in_order()
+        order = []
+        for i in range(self.size):
+            if self.state[i]:
+                order.append(i)
+        order.sort(key=lambda i: self.seq[i])
         for st in (RELQ, QUEUED):
             for i in order:
                 if self.state[i] == st or (st == QUEUED and self.state[i] == RESEND):
                     self._ring[self._len] = i
                     self._len += 1
+        return order
 
     def find(self, pid):
         i = pid % self.size
@@ -122,15 +128,6 @@ class Inflight:
         if not state:
             self.topic[i] = self.payload[i] = self.props[i] = None
             self.count -= 1
-
-    def in_order(self):
-        """Slots in use, oldest first (used on reconnect, where allocating a list is fine)."""
-        used = []
-        for i in range(self.size):
-            if self.state[i]:
-                used.append(i)
-        used.sort(key=lambda i: self.seq[i])
-        return used
 
     # ------------------------------------------------------------ the events (see the diagram above)
 
@@ -175,7 +172,7 @@ class Inflight:
         of each flow that ended with the old session; returns the SUBSCRIBE and UNSUBSCRIBE requests left
         unanswered, as (type, filters, props) (their slots are free now: the session asks again)."""
         ids = []
-        for i in self.in_order():
+        for i in self.requeue():  # (the queue is rebuilt again below, once the states are new)
             st = self.state[i]
             if st == CONTROL:
                 ids.append((self.retain[i], self.topic[i], self.props[i]))
