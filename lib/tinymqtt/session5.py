@@ -44,7 +44,6 @@ class Session5(Session):
         self.expiry_granted = session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
-        self._room = 0  # alias room of the PUBLISH _plen() sized last
         self._limits({})
 
     def _limits(self, pr):
@@ -99,7 +98,7 @@ class Session5(Session):
         try:
             return Session.received(self, n, now)
         except RemoteProtocolError as e:
-            if st != DISCONNECTED and len(self.out) - self.outlen >= 8:
+            if st and len(self.out) - self.outlen >= 8:  # (st: not DISCONNECTED, 0)
                 self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
             raise
 
@@ -128,7 +127,7 @@ class Session5(Session):
                 if not reason or (reason == 0x10 and t < 6):
                     pid = buf[pos + 2] << 8 | buf[pos + 3]
             return Session._packet(self, buf, pos, total, pid, reason)
-        p = decode(self._inmv[pos:pos + total], _V5)
+        p = decode(self._inmv[pos:pos + total])  # (version: 5 by default)
         if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
             raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
         if t == _DISCONNECT:
@@ -176,7 +175,7 @@ class Session5(Session):
             n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
             n += 1 + vbi_len(n)
             if not room or (n <= len(self.out) and n <= self.server_max_packet):
-                self._room = room
+                self._room = room  # for the _put() that always follows
                 return n
             room = 0
 
