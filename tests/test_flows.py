@@ -31,7 +31,7 @@ def test_a_new_connection_resends_or_ends_each_flow():
     f = Inflight(8, 1)
     slots = [f.add(b"t", b"%d" % k, 1 + k % 2, 0, None) for k in range(4)]
     for i, st in zip(slots, (SENT, SENT, QUEUED, RELEASED)):
-        f.mark(i, st)
+        f.mark(i, st, 0)
     ctl = f.add([("a/#", 1)], None, 3, 8, {38: [("k", "v")]})  # a SUBSCRIBE's packet id, keeping the request
     events = []
     assert f.renew(True, False, lambda *e: events.append(e)) == [(8, [("a/#", 1)], {38: [("k", "v")]})]

@@ -44,7 +44,7 @@ class AppAcks:
         del self._held[pid]
         if q == 2:
             self._rx_add(pid)
-        self._send(_PUBACK if q == 1 else _PUBREC, pid)
+        self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
         return True
 
     def _on_publish(self, p):
@@ -72,9 +72,9 @@ class AppAcks:
         if self.hold_pubrel is None or not self.hold_pubrel(pid):
             self.complete(pid)
 
-    def _packet(self, buf, pos, total):
+    def _packet(self, buf, pos, total, pid, reason):
         self.parked = self.hold and buf[pos] >> 4 == _PUBLISH  # parked, untouched, until the application takes one
-        return self.parked or self._base._packet(self, buf, pos, total)
+        return self.parked or self._base._packet(self, buf, pos, total, pid, reason)
 
     def tick(self, now):
         if self.parked and self.pinging:  # its PINGRESP may wait behind a message nobody took yet: the deadline

@@ -35,15 +35,16 @@ def default_port():
     return tinymqtt_port
 
 
-def new_session(on_event, version=5, **options):
-    """A session for version 5 (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1)."""
+def new_session(on_event, **options):
+    """A session for options["version"]: 5, the default (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1).
+    (No default argument for version: its tuple would cost board heap.)"""
     S = Session
-    if version == 5:
+    if options.setdefault("version", 5) == 5:
         try:
             from tinymqtt.session5 import Session5 as S
         except ImportError:  # profile mqtt311 ships no MQTT 5
             raise LocalProtocolError(0x84, "MQTT 5 is not in this build")
-    return S(version=version, on_event=on_event, **options)
+    return S(on_event=on_event, **options)
 
 
 class Driver:

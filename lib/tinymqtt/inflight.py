@@ -100,20 +100,26 @@ class Inflight:
 
     def requeue(self):
         """Rebuilds the queue after a resend: PUBREL resends first (they never wait for the window, so they must
-        not sit behind a PUBLISH that does), then PUBLISHes in publish order."""
+        not sit behind a PUBLISH that does), then PUBLISHes in publish order. Returns the slots in use, oldest
+        first (only after a resend or on reconnect, where allocating a list is fine)."""
         self._head = self._len = 0
-        order = self.in_order()
+        order = []
+        for i in range(self.size):
+            if self.state[i]:
+                order.append(i)
+        order.sort(key=lambda i: self.seq[i])
         for st in (RELQ, QUEUED):
             for i in order:
                 if self.state[i] == st or (st == QUEUED and self.state[i] == RESEND):
                     self._ring[self._len] = i
                     self._len += 1
+        return order
 
     def find(self, pid):
         i = pid % self.size
         return i if self.state[i] and self.pid[i] == pid else -1
 
-    def mark(self, i, state, now=0):
+    def mark(self, i, state, now):
         # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
         self.unacked += (SENT <= state <= RELQ) - (SENT <= self.state[i] <= RELQ)
         self.state[i] = state
@@ -122,15 +128,6 @@ class Inflight:
         if not state:
             self.topic[i] = self.payload[i] = self.props[i] = None
             self.count -= 1
-
-    def in_order(self):
-        """Slots in use, oldest first (used on reconnect, where allocating a list is fine)."""
-        used = []
-        for i in range(self.size):
-            if self.state[i]:
-                used.append(i)
-        used.sort(key=lambda i: self.seq[i])
-        return used
 
     # ------------------------------------------------------------ the events (see the diagram above)
 
@@ -151,7 +148,7 @@ class Inflight:
             self.mark(i, RELEASED, now)
             r = 6
         else:
-            self.mark(i, FREE)
+            self.mark(i, FREE, 0)
         if st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
             self.requeue()
         return r
@@ -166,7 +163,7 @@ class Inflight:
                 if left > 0:
                     wait = min(wait, left)
                 else:
-                    self.mark(i, RESEND if st == SENT else RELQ)
+                    self.mark(i, RESEND if st == SENT else RELQ, 0)
         self.requeue()
         return wait
 
@@ -175,24 +172,24 @@ class Inflight:
         of each flow that ended with the old session; returns the SUBSCRIBE and UNSUBSCRIBE requests left
         unanswered, as (type, filters, props) (their slots are free now: the session asks again)."""
         ids = []
-        for i in self.in_order():
+        for i in self.requeue():  # (the queue is rebuilt again below, once the states are new)
             st = self.state[i]
             if st == CONTROL:
                 ids.append((self.retain[i], self.topic[i], self.props[i]))
-                self.mark(i, FREE)
+                self.mark(i, FREE, 0)
             elif present:
                 if st == SENT or st == RELEASED:
-                    self.mark(i, RESEND if st == SENT else RELQ)
+                    self.mark(i, RESEND if st == SENT else RELQ, 0)
             elif st == SENT or st == RESEND:  # sent before: the session that may have it is gone
                 if republish:
-                    self.mark(i, QUEUED)
+                    self.mark(i, QUEUED, 0)
                 else:
                     msg = Packet(3, topic=self.topic[i].decode(), payload=self.payload[i], qos=self.qos[i],
                                  retain=bool(self.retain[i]), props=self.props[i], pid=self.pid[i])
-                    self.mark(i, FREE)
+                    self.mark(i, FREE, 0)
                     on_event(LOST, msg, 0)
             elif st >= RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over
-                self.mark(i, FREE)
+                self.mark(i, FREE, 0)
                 on_event(7, self.pid[i], 0)
         self.requeue()
         return ids

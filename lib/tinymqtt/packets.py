@@ -237,7 +237,7 @@ def read_publish(mv, pos, end, m, version):
     return m
 
 
-def put_ack(buf, off, t, pid, reason=0):
+def put_ack(buf, off, t, pid, reason):
     """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
     and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
     buf[off] = t << 4 | _FLAGS[t]

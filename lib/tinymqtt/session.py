@@ -124,7 +124,7 @@ class Session:
         clean = self.clean and not (self._connected_once and self.expiry_granted)
         self._clean_now = clean
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
-                          username=self.username, password=self.password, props=self._cp))
+                          username=self.username, password=self.password, props=self._cp), 0, 0)
         self.state = CONNECTING
 
     def connection_lost(self):
@@ -135,7 +135,7 @@ class Session:
     def disconnect(self, reason=0, props=None):
         """Writes DISCONNECT (v5: with reason code and props; 0x04 asks the server to publish the will)."""
         if self.state != DISCONNECTED:
-            self._send(Packet(_DISCONNECT, reason=reason, props=props))
+            self._send(Packet(_DISCONNECT, reason=reason, props=props), 0, 0)
         self.state = DISCONNECTED
 
     def _on_connack(self, p):
@@ -204,7 +204,7 @@ class Session:
         if not qos and self.state == CONNECTED and len(self.out) - self.outlen >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
-            self._put(t, payload, 0, retain, 0, 0, props)
+            self._put(t, payload, 0, retain, 0, 0, props, 0)
             return 0
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
@@ -242,7 +242,7 @@ class Session:
                 if len(self.out) - self.outlen < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
-                self._send(_PUBREL, f.pid[i])
+                self._send(_PUBREL, f.pid[i], 0)
                 continue
             q = f.qos[i]
             if q and f.unacked >= window:
@@ -251,10 +251,10 @@ class Session:
             dup = f.state[i] == _RESEND
             if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
                 return
-            self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr)
+            self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr, 0)
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
 
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
+    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
         # Writes the PUBLISH that _plen() just sized into `out`.
         self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
         self.last_sent = self._now
@@ -304,7 +304,7 @@ class Session:
         if i < 0:
             raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
         pid = self.flights.pid[i]
-        self._send(Packet(t, pid=pid, topics=topics, props=props))
+        self._send(Packet(t, pid=pid, topics=topics, props=props), 0, 0)
         return pid
 
     def _sub_len(self, topics, props):
@@ -329,12 +329,13 @@ class Session:
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
                     break
-                if self._packet(buf, pos, total):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
+                if self._packet(buf, pos, total, 0, 0):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
                     more = True
                     break
                 pos += total
-        except RemoteProtocolError as e:
-            self._fail(e)
+        except RemoteProtocolError:  # the server broke the rules (Session5 tells it why): the driver closes the link
+            self.state = DISCONNECTED
+            raise
         finally:
             if pos:  # keep the partial packet at the front
                 k = end - pos
@@ -346,24 +347,14 @@ class Session:
                 self.inlen = k
         return more
 
-    def _fail(self, e):
-        # The server broke the rules (Session5 tells it why first); the driver closes the connection.
-        self.state = DISCONNECTED
-        raise e
-
-    def _packet(self, buf, pos, total):
+    def _packet(self, buf, pos, total, pid, reason):
+        # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
-        pid = 0
-        if total <= 6 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
-            # The common acks handled without building a Packet, so nothing is allocated: a bare packet id,
-            # and in v5 the success codes (0x10, no matching subscribers: what mosquitto answers for a topic
-            # nobody reads) with no properties. Anything else (packet id 0 too) takes the full decoder, which
-            # validates it.
-            reason = buf[pos + 4] if total > 4 else 0
-            if total == 4 or (self.version == _V5 and not (total == 6 and buf[pos + 5]) and
-                              (not reason or (reason == 0x10 and first < 0x60))):
-                pid = buf[pos + 2] << 8 | buf[pos + 3]
+        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+            # The common acks, a bare packet id, handled without building a Packet, so nothing is allocated.
+            # Anything else (packet id 0 too) takes the full decoder, which validates it.
+            pid = buf[pos + 2] << 8 | buf[pos + 3]
         if not pid:
             if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
@@ -386,7 +377,7 @@ class Session:
                 if p.codes is not None and len(p.codes) != len(topics):
                     raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
                                                                                   len(topics)))
-                f.mark(i, 0)  # (FREE)
+                f.mark(i, 0, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
                         if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
@@ -414,7 +405,7 @@ class Session:
         if not r:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, f.qos[f.find(pid)]))
         if r == _PUBREL:
-            self._send(_PUBREL, pid)
+            self._send(_PUBREL, pid, 0)
         else:
             self.on_event(t, pid, reason)
         self.pump()
@@ -428,11 +419,11 @@ class Session:
             if pid in self._rx_pid:
                 if not p.dup:
                     self.reused += 1
-                return self._send(_PUBREC, pid)
+                return self._send(_PUBREC, pid, 0)
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            self._send(_PUBACK if q == 1 else _PUBREC, pid)
+            self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
 
     def _deliver(self, p):
         # To the handlers whose filters match, else to on_event; True when a handler took it.
@@ -518,8 +509,9 @@ class Session:
 
     # ------------------------------------------------------------ output
 
-    def _send(self, p, pid=0, reason=0):
-        # p: a Packet, or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
+    def _send(self, p, pid, reason):
+        # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
+        # (No defaults: their tuple would cost board heap.)
         if pid:
             self.outlen = put_ack(self.out, self.outlen, p, pid, reason)
         else:

@@ -3,7 +3,7 @@
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, decode, read_publish, v5
-from tinymqtt.session import Session, CONNECTING, DISCONNECTED, const
+from tinymqtt.session import Session, CONNECTING, CONNECTED, DISCONNECTED, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
 
@@ -44,7 +44,6 @@ class Session5(Session):
         self.expiry_granted = session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
-        self._room = 0  # alias room of the PUBLISH _plen() sized last
         self._limits({})
 
     def _limits(self, pr):
@@ -93,13 +92,17 @@ class Session5(Session):
             self.client_id = pr[_ASSIGNED_CLIENT_IDENTIFIER]
         Session._on_connack(self, p)
 
-    def _fail(self, e):
+    def received(self, n, now):
         # The server broke the rules: tell it why before the driver closes the connection.
-        if self.state != DISCONNECTED and len(self.out) - self.outlen >= 8:
-            self._send(Packet(_DISCONNECT, reason=e.reason))
-        Session._fail(self, e)
+        st = self.state
+        try:
+            return Session.received(self, n, now)
+        except RemoteProtocolError as e:
+            if st and len(self.out) - self.outlen >= 8:  # (st: not DISCONNECTED, 0)
+                self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
+            raise
 
-    def _packet(self, buf, pos, total):
+    def _packet(self, buf, pos, total, pid, reason):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
@@ -117,8 +120,14 @@ class Session5(Session):
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
         if t != _DISCONNECT and t != _AUTH:
-            return Session._packet(self, buf, pos, total)
-        p = decode(self._inmv[pos:pos + total], _V5)
+            if total == 5 and self.state == CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
+                # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
+                # nobody reads), read in place as Session reads a bare one: no allocation.
+                reason = buf[pos + 4]
+                if not reason or (reason == 0x10 and t < 6):
+                    pid = buf[pos + 2] << 8 | buf[pos + 3]
+            return Session._packet(self, buf, pos, total, pid, reason)
+        p = decode(self._inmv[pos:pos + total])  # (version: 5 by default)
         if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
             raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
         if t == _DISCONNECT:
@@ -149,7 +158,7 @@ class Session5(Session):
         if _AUTHENTICATION_METHOD not in (props or {}):
             props = dict(props or {})
             props[_AUTHENTICATION_METHOD] = method
-        self._send(Packet(_AUTH, reason=reason, props=props))
+        self._send(Packet(_AUTH, reason=reason, props=props), 0, 0)
 
     # ------------------------------------------------------------ publish and subscribe
 
@@ -166,11 +175,11 @@ class Session5(Session):
             n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
             n += 1 + vbi_len(n)
             if not room or (n <= len(self.out) and n <= self.server_max_packet):
-                self._room = room
+                self._room = room  # for the _put() that always follows
                 return n
             room = 0
 
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias=0):
+    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
         if self._room:
             alias = self.aliases.lookup(t)
             if alias > 0:

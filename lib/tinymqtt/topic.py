@@ -15,17 +15,18 @@ def _bad(s):
         return True
 
 
-def validate_name(topic, err=LocalProtocolError):
-    """A Topic Name to publish to: str, 1..65535 UTF-8 bytes, no wildcard, no U+0000. Else err(0x90, msg)."""
+def validate_name(topic):
+    """A Topic Name to publish to: str, 1..65535 UTF-8 bytes, no wildcard, no U+0000. Else LocalProtocolError(0x90)."""
     if _bad(topic) or not topic or "+" in topic or "#" in topic:
-        raise err(0x90, "topic name %s is not str, is empty, holds a wildcard or U+0000, or exceeds 65535 "
-                        "UTF-8 bytes" % repr(topic)[:60])
+        raise LocalProtocolError(0x90, "topic name %s is not str, is empty, holds a wildcard or U+0000, or "
+                                       "exceeds 65535 UTF-8 bytes" % repr(topic)[:60])
 
 
-def validate_filter(filt, err=LocalProtocolError):
-    """A Topic Filter to subscribe to, plain or $share/{ShareName}/{filter}. Else err(0x8F, msg)."""
+def validate_filter(filt):
+    """A Topic Filter to subscribe to, plain or $share/{ShareName}/{filter}. Else LocalProtocolError(0x8F)."""
     if _bad(filt):
-        raise err(0x8F, "topic filter %s is not str, holds U+0000 or exceeds 65535 UTF-8 bytes" % repr(filt)[:24])
+        raise LocalProtocolError(0x8F, "topic filter %s is not str, holds U+0000 or exceeds 65535 UTF-8 bytes"
+                                 % repr(filt)[:24])
     f, bad = filt, False
     if f.startswith("$share/"):
         i = f.find("/", 7)
@@ -37,8 +38,8 @@ def validate_filter(filt, err=LocalProtocolError):
     for lv in levels:
         bad = bad or "#" in lv or (lv != "+" and "+" in lv)
     if bad:
-        raise err(0x8F, "invalid topic filter %s: wildcards fill a level ('#' the last); $share/ needs a share "
-                        "name" % repr(filt)[:24])
+        raise LocalProtocolError(0x8F, "invalid topic filter %s: wildcards fill a level ('#' the last); $share/ "
+                                       "needs a share name" % repr(filt)[:24])
 
 
 def matches(filt, topic):

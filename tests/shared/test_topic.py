@@ -1,7 +1,7 @@
 # Topic Names, Topic Filters and matching (spec 4.7, 4.8.2): the spec's own examples, the reason codes raised,
 # empty levels and shared subscriptions. Plain asserts only: runs under pytest and under MicroPython.
 from tinymqtt.topic import validate_name, validate_filter, matches
-from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import LocalProtocolError
 
 
 def raises(fn, arg, reason, cls=LocalProtocolError, **kw):
@@ -141,13 +141,6 @@ def test_name_error_message_names_problem_and_topic():
     assert "U+0000" in e.msg, e.msg
     e = raises(validate_name, "", 0x90)
     assert "empty" in e.msg, e.msg
-
-
-def test_err_parameter_picks_the_side():
-    e = raises(validate_name, "a/#", 0x90, RemoteProtocolError, err=RemoteProtocolError)
-    assert isinstance(e, RemoteProtocolError)
-    e = raises(validate_filter, "a#", 0x8F, RemoteProtocolError, err=RemoteProtocolError)
-    assert isinstance(e, RemoteProtocolError)
 
 
 # ------------------------------------------------------------------ Topic Filters
