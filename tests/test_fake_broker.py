@@ -593,6 +593,38 @@ def test_subscribe_cut_before_its_suback_returns_none_and_the_new_connection_sub
     assert [type(e) for e in c.errors] == [ConnectionLost] and not c._done
 
 
+async def test_asyncio_subscribe_cut_before_its_suback_returns_none_and_the_new_connection_subscribes():
+    # As the blocking client: the request's slot goes with the old connection without an event, so an awaited
+    # subscribe() must not wait for an ack of a packet id nobody will answer any more.
+    import asyncio
+    from tinymqtt.aio import AsyncClient
+
+    def server(fb):
+        fb.handshake()
+        fb.expect(SUBSCRIBE, topics=[("a/#", 1)], timeout=10)
+        fb.close()
+        fb.handshake()
+        s = fb.expect(SUBSCRIBE, topics=[("a/#", 1)], timeout=10)
+        fb.send(Packet(SUBACK, pid=s.pid, codes=[1]))
+
+    fb = FakeBroker(V311)
+    c = AsyncClient("127.0.0.1", fb.port, version=V311, client_id="t1", port_impl=tinymqtt_port,
+                    backoff_min_ms=10, backoff_max_ms=40)
+    fb.start(server)
+    try:
+        await c.connect()
+        assert await asyncio.wait_for(c.subscribe("a/#", 1), 20) is None
+        await asyncio.get_running_loop().run_in_executor(None, fb.join)
+        for _ in range(1000):  # bounded: the new SUBACK frees the resubscription's slot
+            if not c.session.flights.count:
+                break
+            await asyncio.sleep(0.01)
+        assert not c.session.flights.count and not c._done
+    finally:
+        await c.close()
+        fb.stop()
+
+
 def test_failure_table_keeps_at_most_64_unasked_refusals(rig):
     def server(fb):
         fb.handshake()

@@ -48,3 +48,34 @@ def test_ping_is_one_pingreq_until_its_pingresp():
     assert not s.ping(11) and take(s) == b""  # one unanswered at a time
     feed(s, b"\xd0\x00", 12)
     assert not s.pinging and s.ping(13) and take(s) == b"\xc0\x00"
+
+
+def test_a_new_session_forgets_held_messages_before_on_connect_hears_of_it():
+    # An ack() of a message held from the old session, made in on_connect, sends nothing and leaves no id in the
+    # QoS 2 table: the new session's own QoS 2 message with that id is delivered, not taken for a resend.
+    for v in (3, 4, 5):
+        got, in_connack = [], []
+        prop = b"\x00" if v == 5 else b""
+
+        def on_event(ev, value, reason):
+            if ev == 3:
+                got.append(value)
+            elif ev == 2 and got:
+                in_connack.append((s.ack(got[0]), take(s)))
+
+        s = (Session5 if v == 5 else Session)(client_id="hooks", version=v, clean=False, manual_ack=True,
+                                              on_event=on_event)
+        connack = b"\x20\x03\x00\x00\x00" if v == 5 else b"\x20\x02\x00\x00"
+        s.connect(0)
+        take(s)
+        feed(s, connack)
+        feed(s, bytes([0x34, 6 + len(prop)]) + b"\x00\x01t\x00\x07" + prop + b"x")  # QoS 2, id 7, held
+        assert take(s) == b"" and got[0].pid == 7
+        s.connection_lost()
+        s.clean = v == 3  # (3.1 has no session-present flag: a clean start is how it begins a new session)
+        s.connect(1)
+        take(s)
+        feed(s, connack)  # session present: 0
+        assert in_connack == [(True, b"")]
+        feed(s, bytes([0x34, 6 + len(prop)]) + b"\x00\x01t\x00\x07" + prop + b"y")  # the new session's id 7
+        assert len(got) == 2 and bytes(got[1].payload) == b"y"

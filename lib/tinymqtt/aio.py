@@ -210,11 +210,12 @@ class AsyncClient(Driver):
         return m
 
     async def _result(self, pid):
-        # How the flow of pid ended (None: the client closed, also before the flow began); raises NotDelivered
-        # for a refused or lost message.
+        # How the flow of pid ended (None: the client closed, also before the flow began, or its slot went with
+        # the link without an ack: a SUBSCRIBE the new connection makes again); raises NotDelivered for a refused
+        # or lost message.
         d = self._done
         try:
-            while d.get(pid) is WAITING and not self._closed:
+            while d.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
         finally:  # (cancelled by wait_for...: nobody waits any more)

@@ -82,9 +82,12 @@ class AppAcks:
         return Session.tick(self, now)
 
     def _on_connack(self, p):
-        self._base._on_connack(self, p)
-        if not self.session_present:
+        # A new session forgets the held messages before anyone hears of its CONNACK, as Session forgets its
+        # QoS 2 ids: an ack() in on_connect then sends nothing, and puts no stale id in the QoS 2 table (where it
+        # would make the new session's message with that id look like a resend, never delivered).
+        if not p.reason and not (p.session_present or (self.version == 3 and not self._clean_now)):
             self._held.clear()
+        self._base._on_connack(self, p)
 
 
 _made = {}
