@@ -79,3 +79,21 @@ def test_a_new_session_forgets_held_messages_before_on_connect_hears_of_it():
         assert in_connack == [(True, b"")]
         feed(s, bytes([0x34, 6 + len(prop)]) + b"\x00\x01t\x00\x07" + prop + b"y")  # the new session's id 7
         assert len(got) == 2 and bytes(got[1].payload) == b"y"
+
+
+def test_a_grown_qos2_table_shrinks_as_its_flows_end():
+    # A desktop window (Receive Maximum 65000) may hold thousands of flows between our PUBREC and their PUBREL;
+    # the table is searched whole for every QoS 2 PUBLISH and PUBREL, so once they end it must not stay long.
+    s = connected(4, receive_maximum=65000)
+    for pid in range(1, 3001):
+        body = b"\x00\x01t" + bytes([pid >> 8, pid & 0xFF]) + b"x"
+        feed(s, bytes([0x34, len(body)]) + body)
+        take(s)
+    assert s._rx_n == 3000
+    for pid in range(1, 3001):
+        feed(s, bytes([0x62, 2, pid >> 8, pid & 0xFF]))
+        assert take(s) == bytes([0x70, 2, pid >> 8, pid & 0xFF])  # PUBCOMP
+    assert s._rx_n == 0 and len(s._rx_pid) == 64 and not any(s._rx_pid)
+    body = b"\x00\x01t\x00\x05x"
+    feed(s, bytes([0x34, len(body)]) + body)  # id 5 again, a new flow: delivered and PUBREC'd once more
+    assert take(s) == b"\x50\x02\x00\x05"

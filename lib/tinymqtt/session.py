@@ -459,6 +459,8 @@ class Session:
             rx[j] = rx[n]
             rx[n] = 0
             self._rx_n = n
+            if n >= 64:  # a table that grew (desktop windows, overshoot) shrinks again: `in` scans every row
+                rx.pop()
             code = 0
         self._send(_PUBCOMP, pid, code)
         return True
