@@ -97,3 +97,20 @@ def test_a_grown_qos2_table_shrinks_as_its_flows_end():
     body = b"\x00\x01t\x00\x05x"
     feed(s, bytes([0x34, len(body)]) + body)  # id 5 again, a new flow: delivered and PUBREC'd once more
     assert take(s) == b"\x50\x02\x00\x05"
+
+
+def test_an_ack_a_handler_left_no_room_for_goes_out_after_the_write():
+    # A handler that publishes may fill `out` to its last bytes; the message's own ack must then wait for the
+    # driver's write (received() asks for it by returning True), never fail or be forgotten.
+    for v, opts in ((4, {}), (5, {}), (4, {"ack_later": True}), (5, {"ack_later": True})):
+        s = connected(v, out_size=128, **opts)
+        s.subscribe([("t", 2)], None, lambda m: s.publish("e", b"x" * (121 - (v == 5)), 0))
+        take(s)
+        feed(s, b"\x90\x03\x00\x01\x02" if v == 4 else b"\x90\x04\x00\x01\x00\x02")  # SUBACK
+        for q, pid in ((1, 7), (2, 8)):
+            body = b"\x00\x01t" + bytes([0, pid]) + (b"\x00" if v == 5 else b"") + b"m"
+            s.inbuf[:2 + len(body)] = bytes([0x30 | q << 1, len(body)]) + body
+            assert s.received(2 + len(body), 0)  # write `out`, then call again
+            assert take(s)[0] == 0x30 and s.outlen == 0  # the handler's message: `out` had 2 bytes left
+            assert not s.received(0, 0)
+            assert take(s) == bytes([0x40 if q == 1 else 0x50, 2, 0, pid]), (v, opts, q)

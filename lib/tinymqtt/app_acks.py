@@ -35,7 +35,10 @@ class AppAcks:
     def ack(self, msg):
         """Acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2). Returns False when `out`
         has no room (write it, then ack again)."""
-        pid = msg.pid
+        return self._pay(msg.pid)
+
+    def _pay(self, pid):
+        # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
         q = self._held.get(pid)
         if not q:
             return True  # not ours any more (the session was lost), or already acknowledged
@@ -63,8 +66,8 @@ class AppAcks:
         if self.manual_ack:
             self._deliver(p)
             self._msg = Packet(_PUBLISH)  # the application keeps this one until its ack(): the next is read anew
-        elif self._deliver(p):  # ack_later: a handler took it, so it is acknowledged now
-            self.ack(p)
+        elif self._deliver(p) and not self._pay(pid):  # ack_later: a handler took it, so it is acknowledged now
+            self._owed = pid  # (or once `out` is written: the handler filled it)
 
     def _pubrel(self, pid):
         if pid in self._held:

@@ -61,6 +61,7 @@ class Session:
     _cp = None  # CONNECT properties (Session5)
     expiry_granted = 0  # the Session Expiry Interval in force (Session5: ours, then CONNACK's); 3.x: none
     _not_found = 0  # the reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
+    _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
@@ -158,7 +159,7 @@ class Session:
                 self._request(t, topics, props)
             self._resub = True
         if not present:  # the server has no inbound flow of ours left
-            self._rx_n = 0
+            self._rx_n = self._owed = 0
             self._rx_pid = [0] * len(self._rx_pid)
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
@@ -321,6 +322,10 @@ class Session:
             self.last_recv = now
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
+        o = self._owed
+        if o and self.state == CONNECTED and len(self.out) - self.outlen >= 8:
+            self._owed = 0
+            self._pay(o)
         try:
             while pos < end:
                 if len(self.out) - self.outlen < _ROOM:
@@ -345,7 +350,7 @@ class Session:
                     for j in range(k):
                         buf[j] = buf[pos + j]
                 self.inlen = k
-        return more
+        return more or (self._owed != 0 and self.state == CONNECTED)  # (paid at the next call)
 
     def _packet(self, buf, pos, total, pid, reason):
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
@@ -423,7 +428,14 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
+            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
+                self._owed = pid
+            else:
+                self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
+
+    def _pay(self, pid):
+        # The ack _on_publish owed (QoS 2 ids are in the table from before delivery; ids are never shared).
+        self._send(_PUBREC if pid in self._rx_pid else _PUBACK, pid, 0)
 
     def _deliver(self, p):
         # To the handlers whose filters match, else to on_event; True when a handler took it.
