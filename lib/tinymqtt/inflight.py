@@ -156,6 +156,7 @@ class Inflight:
     def retry(self, now, ms, wait):
         """The 3.x retry timer: flows on the wire for ms are sent again. Returns the ms until the next one is
         due, at most wait."""
+        due = False
         for i in range(self.size):
             st = self.state[i]
             if st == SENT or st == RELEASED:
@@ -164,7 +165,9 @@ class Inflight:
                     wait = min(wait, left)
                 else:
                     self.mark(i, RESEND if st == SENT else RELQ, 0)
-        self.requeue()
+                    due = True
+        if due:  # (requeue() allocates: only when a flow is resent, not at every tick)
+            self.requeue()
         return wait
 
     def renew(self, present, republish, on_event):
