@@ -102,6 +102,26 @@ def test_session_present_resends_publish_with_dup_and_pubrel_past_pubrec(rig, ve
     assert not events(c, LOST)
 
 
+def test_pubcomp_packet_id_not_found_after_a_resumed_pubrel_is_still_delivered(rig):
+    # Past our PUBREC-acknowledged PUBLISH the server owns the message: a PUBCOMP saying 0x92 (it no longer knows
+    # the id, e.g. its PUBCOMP was lost with the link) ends the flow as delivered, not as a refusal.
+    def server(fb):
+        fb.handshake()
+        p = fb.expect(PUBLISH, qos=2)
+        fb.send(Packet(PUBREC, pid=p.pid))
+        fb.expect(PUBREL, pid=p.pid)
+        fb.close()
+        fb.handshake(session_present=True)
+        fb.expect(PUBREL, pid=p.pid)
+        fb.send(Packet(PUBCOMP, pid=p.pid, reason=0x92))
+
+    fb, c = rig(V5, server, **RESUME[V5])
+    c.connect()
+    pid = c.publish("a", b"x", 2)
+    assert c.wait_for(pid, 5) is True
+    assert events(c, PUBCOMP) == [(pid, 0x92)]  # on_event still hears the code
+
+
 @pytest.mark.parametrize("version,opts", [(V5, dict(session_expiry=60)), (V311, dict(clean=False)),
                                           (V31, dict(clean=True))])  # 3.1 has no flag: only a clean session is new
 def test_session_not_present_reports_lost_messages(rig, version, opts):
