@@ -124,7 +124,7 @@ class Reader:
         self.pos = p + n
         return p
 
-    def uint(self, n, what="a field"):
+    def uint(self, n, what):
         """An n-byte big-endian integer (MQTT's bytes and two- and four-byte integers)."""
         p = self.need(n, what)  # (not inside range(): MicroPython's for-range reads its end first)
         v = 0
@@ -132,7 +132,7 @@ class Reader:
             v = v << 8 | self.mv[i]
         return v
 
-    def str(self, what="a string"):
+    def str(self, what):
         p = self.need(self.uint(2, what), what)
         return utf8(self.mv, p, self.pos, what)
 
@@ -173,7 +173,7 @@ def vbi(r, what="a Variable Byte Integer"):
     raise malformed("%s longer than 4 bytes" % what)
 
 
-def binary(r, what="binary data"):
+def binary(r, what):
     """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
     p = r.need(r.uint(2, what), what)
     return bytes(r.mv[p:r.pos])
@@ -192,16 +192,16 @@ def read(r, ptype):
         if not t >> 4 & 1 << ptype:
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t &= 15
-        if t == _STR:
-            v = r.str("property 0x%02X" % pid)
-        elif t == _PAIR:
-            v = (r.str("user property name"), r.str("user property value"))
+        if t == _VBI:
+            v = vbi(r, "a property")
+        elif t < _VBI:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer of 1, 1, 2 or 4 bytes
+            v = r.uint(b"\1\1\2\4"[t - 1], "a property")
         elif t == _BIN:
-            v = binary(r)
-        elif t == _VBI:
-            v = vbi(r)
-        else:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer
-            v = r.uint((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
+            v = binary(r, "a property")
+        else:  # a string, or a User Property's two (name, value)
+            v = r.str("a property")
+            if t == _PAIR:
+                v = (v, r.str("a user property's value"))
         if (v == 0 and pid in _NONZERO) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
@@ -230,7 +230,7 @@ def _body(b, pos, props, ptype):
             if t == _BOOL and not 0 <= x <= 1:
                 raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, x))
             if t <= _U32:
-                pos = put_int(b, pos, x, (1, 1, 2, 4)[t - 1])  # BYTE, BOOL, U16, U32: their sizes
+                pos = put_int(b, pos, x, b"\1\1\2\4"[t - 1])  # BYTE, BOOL, U16, U32: their sizes
             elif t == _VBI:
                 pos = put_vbi(b, pos, x)
             elif t == _PAIR:
@@ -288,18 +288,19 @@ def tail(mv, i, p):
     or AUTH's if present; CONNACK's is checked), its properties, and the reason codes of a SUBACK or UNSUBACK."""
     t = p.type
     r = Reader(mv, i, len(mv))
-    if not 11 < t < 14:  # PINGREQ, PINGRESP: neither
-        if t == 2 or (r.pos < r.end and t != 9 and t != 11):
-            c = p.reason if t == 2 else r.uint(1, "reason code")
-            if c not in REASONS[t]:
+    ok = REASONS.get(t)  # None: PINGREQ, PINGRESP, which carry nothing
+    codes = t == 9 or t == 11  # SUBACK, UNSUBACK: properties, then a reason code per topic filter
+    if ok:
+        if t == 2 or (r.pos < r.end and not codes):
+            c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
+            if c not in ok:
                 raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
-            p.reason = c
-        if t in (2, 9, 11) or r.pos < r.end:
+        if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
-        if t == 9 or t == 11:
+        if codes:
             c = bytes(mv[r.pos:r.end])
             r.pos = r.end
             p.codes = list(c)
-            if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
+            if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
                 raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
     r.done(t)
