@@ -81,8 +81,7 @@ class Session5(Session):
     def _on_connack(self, p):
         pr = p.props or {}
         if p.reason >= 0x80:
-            why = pr.get(_REASON_STRING, "")
-            raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
+            raise ConnectError(p.reason, "server refused the connection: %s" % pr.get(_REASON_STRING, "(no reason string)"))
         if p.session_present and self._clean_now:  # checked before anything of this CONNACK is taken in
             raise protocol_error("CONNACK says session present to a clean start")
         self._limits(pr)
@@ -119,7 +118,7 @@ class Session5(Session):
                     if p.topic is None:
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
-        if t != _DISCONNECT and t != _AUTH:
+        if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
             if total == 5 and self.state == CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
                 # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
                 # nobody reads), read in place as Session reads a bare one: no allocation.
@@ -128,25 +127,24 @@ class Session5(Session):
                     pid = buf[pos + 2] << 8 | buf[pos + 3]
             return Session._packet(self, buf, pos, total, pid, reason)
         p = decode(self._inmv[pos:pos + total])  # (version: 5 by default)
-        if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
-            raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
+        c, pr = p.reason, p.props or {}
+        if self.state == CONNECTING and (t == _DISCONNECT or c != 0x18):
+            raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % c)
         if t == _DISCONNECT:
-            if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
+            if c == 0x04 or _SESSION_EXPIRY_INTERVAL in pr:  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
                                                                    else "a Session Expiry Interval"))
             self.state = DISCONNECTED
-            self.on_event(_DISCONNECT, p, p.reason)
-            raise ConnectionLost(p.reason, "server sent DISCONNECT")
+            self.on_event(_DISCONNECT, p, c)
+            raise ConnectionLost(c, "server sent DISCONNECT")
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
         # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
         method = (self.props or {}).get(_AUTHENTICATION_METHOD)
-        if method is None:
-            raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
-        if (p.props or {}).get(_AUTHENTICATION_METHOD) != method:
-            raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
-        if p.reason == 0x19:
-            raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
-        self.on_event(_AUTH, p, p.reason)
+        if method is None or pr.get(_AUTHENTICATION_METHOD) != method or c == 0x19:
+            raise protocol_error("AUTH with reason code 0x%02X and Authentication Method %r, after a CONNECT with %r "
+                                 "(it must be the same; 0x19 is the client's alone)"
+                                 % (c, pr.get(_AUTHENTICATION_METHOD), method))
+        self.on_event(_AUTH, p, c)
 
     def auth(self, reason, props):
         """Enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
@@ -155,9 +153,8 @@ class Session5(Session):
         if method is None:
             raise LocalProtocolError(0x82, "enhanced authentication needs an Authentication Method in the CONNECT "
                                            "properties")
-        if _AUTHENTICATION_METHOD not in (props or {}):
-            props = dict(props or {})
-            props[_AUTHENTICATION_METHOD] = method
+        props = dict(props or {})  # (AUTH is rare: a copy each time is simpler than a check)
+        props.setdefault(_AUTHENTICATION_METHOD, method)
         self._send(Packet(_AUTH, reason=reason, props=props), 0, 0)
 
     # ------------------------------------------------------------ publish and subscribe
