@@ -160,7 +160,7 @@ def put_vbi(b, pos, v):
     return pos + 1
 
 
-def vbi(r, what="a Variable Byte Integer"):
+def vbi(r, what):
     """Reads a Variable Byte Integer with Reader r."""
     v = 0
     for shift in (0, 7, 14, 21):
@@ -254,21 +254,21 @@ def put_publish(b, pos, props, alias):
 
 
 def read_publish(mv, i, end, m):
-    """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (-1 without a
-    Topic Alias) and returns where the payload starts. A Topic Alias alone, the common case, is read in place,
-    allocating nothing (m.props stays None)."""
+    """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (which
+    packets.read_publish has set to None and -1) and returns where the payload starts. A Topic Alias alone, the
+    common case, is read in place, allocating nothing (m.props stays None)."""
     if i >= end:
         raise malformed("packet ends before the property length")
-    m.alias = -1
     if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
         m.alias = mv[i + 2] << 8 | mv[i + 3]
         return i + 4
     if not mv[i]:
         return i + 1
     r = Reader(mv, i, end)
-    m.props = read(r, 3) or None
-    if m.props:
-        m.alias = m.props.get(0x23, -1)
+    p = read(r, 3)
+    if p:
+        m.props = p
+        m.alias = p.get(0x23, -1)
     return r.pos
 
 
