@@ -142,7 +142,7 @@ class AsyncClient(Driver):
         if wait:
             self._done[pid] = WAITING
         st = self.transport
-        try:  # _flush_safely() inlined: each coroutine called costs an allocation
+        try:  # flush() inlined: each coroutine called costs an allocation
             self._write()
             if st:
                 await st.drain()
@@ -164,17 +164,22 @@ class AsyncClient(Driver):
         if not pid:
             return None
         self._done[pid] = WAITING
-        await self._flush_safely()
+        try:
+            await self.flush()
+        except LINK_ERRORS as e:
+            self._close(e)
         p = await self._result(pid)
         return p.codes if p is not None else None
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
-        while True:
+        done = False
+        while not done:
             done = self.session.ack(message)  # False: `out` is full, written first
-            await self._flush_safely()
-            if done:
-                return
+            try:
+                await self.flush()
+            except LINK_ERRORS as e:
+                self._close(e)
 
     def __aiter__(self):
         return self
@@ -228,12 +233,6 @@ class AsyncClient(Driver):
         when the socket took everything), not a coroutine of ours: publish_nowait() + flush() allocates nothing."""
         self._write()
         return self.transport.drain() if self.transport else _sleep_ms(0)
-
-    async def _flush_safely(self):
-        try:
-            await self.flush()
-        except LINK_ERRORS as e:
-            self._close(e)
 
     async def _guard(self, task):
         # An error in a task that is not the link's (those end a connection and are handled inside): a handler's
