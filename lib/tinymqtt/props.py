@@ -26,11 +26,10 @@ _PAIR = const(8)
 WILL = 0
 
 # The reason codes each v5 packet may carry (spec 2.4), by packet type; anything else is a Protocol Error.
-_PUB_RC = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
-_REL_RC = b"\x00\x92"
 REASONS = {
     2: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",  # CONNACK
-    4: _PUB_RC, 5: _PUB_RC, 6: _REL_RC, 7: _REL_RC,  # PUBACK, PUBREC, PUBREL, PUBCOMP
+    4: b"\x00\x10\x80\x83\x87\x90\x91\x97\x99", 5: b"\x00\x10\x80\x83\x87\x90\x91\x97\x99",  # PUBACK, PUBREC
+    6: b"\x00\x92", 7: b"\x00\x92",  # PUBREL, PUBCOMP
     9: b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2",  # SUBACK
     11: b"\x00\x11\x80\x83\x87\x8f\x91",  # UNSUBACK
     14: b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c"
@@ -142,10 +141,6 @@ class Reader:
             raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES[t]))
 
 
-# Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
-_NONZERO = (0x21, 0x27, 0x0B)
-
-
 def put_vbi(b, pos, v):
     """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
     if not 0 <= v <= _MAX_VBI:
@@ -202,7 +197,8 @@ def read(r, ptype):
             v = r.str("a property")
             if t == _PAIR:
                 v = (v, r.str("a user property's value"))
-        if (v == 0 and pid in _NONZERO) or (t == _BOOL and v > 1):
+        # 0 is a Protocol Error for Receive Maximum, Maximum Packet Size and Subscription Identifier
+        if (v == 0 and pid in (0x21, 0x27, 0x0B)) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
             props.setdefault(pid, []).append(v)
