@@ -20,7 +20,8 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
-Message = namedtuple("Message", ("topic", "payload", "qos", "retain", "dup", "pid", "props"))
+# (Its fields in a list: a tuple of str literals would be a constant of str objects on a board's heap.)
+Message = namedtuple("Message", ["topic", "payload", "qos", "retain", "dup", "pid", "props"])
 
 
 class AsyncClient(Driver):
