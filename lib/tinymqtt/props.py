@@ -177,11 +177,12 @@ def binary(r, what):
 def read(r, ptype):
     """Reads a property block (length + properties) for packet type ptype (WILL for will properties)."""
     n = vbi(r, "property length")
-    end = r.pos + n
-    if end > r.end:
+    last = r.end
+    if r.pos + n > last:
         raise malformed("property length %d runs past the end of the packet" % n)
+    r.end = r.pos + n  # (meanwhile a property that runs past the block is cut short by r.need())
     props = {}
-    while r.pos < end:
+    while r.pos < r.end:
         pid = vbi(r, "property identifier")
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
@@ -196,7 +197,7 @@ def read(r, ptype):
         else:  # a string, or a User Property's two (name, value)
             v = r.str("a property")
             if t == _PAIR:
-                v = (v, r.str("a user property's value"))
+                v = (v, r.str("a property"))
         # 0 is a Protocol Error for Receive Maximum, Maximum Packet Size and Subscription Identifier
         if (v == 0 and pid in (0x21, 0x27, 0x0B)) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
@@ -206,8 +207,7 @@ def read(r, ptype):
             raise protocol_error("property 0x%02X appears more than once" % pid)
         else:
             props[pid] = v
-        if r.pos > end:
-            raise malformed("property 0x%02X runs past the property length" % pid)
+    r.end = last
     return props
 
 
