@@ -213,7 +213,7 @@ def read(r, ptype):
 
 def _body(b, pos, props, ptype):
     # The properties themselves, each checked against TABLE on the way; b None only counts their bytes.
-    for pid in props:
+    for pid in props or ():  # (None: none)
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
             raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
@@ -239,8 +239,7 @@ def _body(b, pos, props, ptype):
 def put(b, pos, props, ptype, extra=0):
     """Writes a property block (its length, then the properties); `extra` reserves body bytes the caller writes
     right after (a topic alias). b None counts: the block's bytes then are put(None, 0, ...) + extra."""
-    pos = put_vbi(b, pos, (_body(None, 0, props, ptype) if props else 0) + extra)
-    return _body(b, pos, props, ptype) if props else pos
+    return _body(b, put_vbi(b, pos, _body(None, 0, props, ptype) + extra), props, ptype)
 
 
 def put_publish(b, pos, props, alias):
