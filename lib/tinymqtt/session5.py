@@ -3,13 +3,16 @@
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, decode, read_publish, v5
-from tinymqtt.session import Session, CONNECTING, CONNECTED, DISCONNECTED, const
+from tinymqtt.session import Session, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
 
 # MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
 # (tinymqtt.props names them all): compile-time constants, no imported globals.
 _V5 = const(5)
+_DISCONNECTED = const(0)  # (Session's states)
+_CONNECTING = const(1)
+_CONNECTED = const(2)
 _PUBLISH = const(3)
 _DISCONNECT = const(14)
 _AUTH = const(15)
@@ -105,7 +108,7 @@ class Session5(Session):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
-        if t == _PUBLISH and self.state != CONNECTING:
+        if t == _PUBLISH and self.state != _CONNECTING:
             p = read_publish(self._inmv, pos, pos + total, self._msg, _V5)
             a = p.alias  # (-1 without a Topic Alias)
             if a >= 0:
@@ -119,7 +122,7 @@ class Session5(Session):
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
         if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
-            if total == 5 and self.state == CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
+            if total == 5 and self.state == _CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
                 # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
                 # nobody reads), read in place as Session reads a bare one: no allocation.
                 reason = buf[pos + 4]
@@ -128,13 +131,13 @@ class Session5(Session):
             return Session._packet(self, buf, pos, total, pid, reason)
         p = decode(self._inmv[pos:pos + total])  # (version: 5 by default)
         c, pr = p.reason, p.props or {}
-        if self.state == CONNECTING and (t == _DISCONNECT or c != 0x18):
+        if self.state == _CONNECTING and (t == _DISCONNECT or c != 0x18):
             raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % c)
         if t == _DISCONNECT:
             if c == 0x04 or _SESSION_EXPIRY_INTERVAL in pr:  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
                                                                    else "a Session Expiry Interval"))
-            self.state = DISCONNECTED
+            self.state = _DISCONNECTED
             self.on_event(_DISCONNECT, p, c)
             raise ConnectionLost(c, "server sent DISCONNECT")
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
