@@ -12,7 +12,8 @@ try:
 except ImportError:  # CPython
     const = int
 
-# Value types (public as P.BOOL...: see __getattr__). BOOL is a byte that must be 0 or 1.
+# Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
+# PAIR 8 (a User Property: two strings).
 _BYTE = const(1)
 _BOOL = const(2)
 _U16 = const(3)
@@ -81,23 +82,21 @@ TABLE = {
 _MAX_VBI = const(268435455)
 
 
-# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys),
-# then the value types 1..8: one text that module __getattr__ reads on use, not 35 globals on a board's heap.
+# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys): one
+# text that module __getattr__ reads on use, not 27 globals on a board's heap.
 _NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
           " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
           " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
           " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
           " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
-          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE"
-          " BYTE BOOL U16 U32 VBI STR BIN PAIR ")
+          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE ")
 
 
 def __getattr__(name):
     i = _NAMES.find(" %s " % name)
     if i < 0:
         raise AttributeError(name)
-    i = _NAMES.count(" ", 0, i)
-    return sorted(TABLE)[i] if i < 27 else i - 26
+    return sorted(TABLE)[_NAMES.count(" ", 0, i)]
 
 
 def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
