@@ -8,8 +8,7 @@
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
 from tinymqtt.errors import RemoteProtocolError, protocol_error
-from tinymqtt.packets import Packet
-from tinymqtt.session import Session, const
+from tinymqtt.session import const
 
 _V5 = const(5)
 _PUBLISH = const(3)
@@ -54,7 +53,7 @@ class AppAcks:
                 self.reused += 1
             return
         if not q or (q == 2 and pid in self._rx_pid):  # QoS 0, or a resend past our PUBREC: Session's
-            return Session._on_publish(self, p)
+            return self._base._on_publish(self, p)  # (Session's: Session5 has none)
         rm = self.receive_maximum
         if len(held) >= (rm if self.version == _V5 else max(64 * rm, 1024)):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d messages unacknowledged)"
@@ -62,7 +61,7 @@ class AppAcks:
         held[pid] = q
         if self.manual_ack:
             self._deliver(p)
-            self._msg = Packet(_PUBLISH)  # the application keeps this one until its ack(): the next is read anew
+            self._msg = type(p)(_PUBLISH)  # (a Packet) the application keeps p until its ack(): the next is read anew
         elif self._deliver(p):  # ack_later: a handler took it, so it is acknowledged now
             self.ack(p)
 
@@ -79,7 +78,7 @@ class AppAcks:
     def tick(self, now):
         if self.parked and self.pinging:  # its PINGRESP may wait behind a message nobody took yet: the deadline
             self._ping_at = now  # starts again once reading resumes
-        return Session.tick(self, now)
+        return self._base.tick(self, now)
 
     def _on_connack(self, p):
         self._base._on_connack(self, p)
