@@ -157,7 +157,7 @@ def put_vbi(b, pos, v):
 def vbi(r, what):
     """Reads a Variable Byte Integer with Reader r."""
     v = 0
-    for shift in (0, 7, 14, 21):
+    for shift in range(0, 28, 7):
         d = r.uint(1, what)
         v |= (d & 0x7F) << shift
         if not d & 0x80:
