@@ -48,7 +48,7 @@ class AppAcks:
 
     def _on_publish(self, p):
         q, pid, held = p.qos, p.pid, self._held
-        if q and pid in held:  # a resend of a message the application holds
+        if pid in held:  # a resend of a message the application holds (QoS 0 has pid 0, which is never held)
             if not p.dup:
                 self.reused += 1
             return

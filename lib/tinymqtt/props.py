@@ -4,13 +4,8 @@
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
-from tinymqtt.packets import NAMES
+from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
 from tinymqtt.wire import put as put_int, put_str, utf8, vbi_len
-
-try:
-    from micropython import const  # the constants below become literals in this module's code
-except ImportError:  # CPython
-    const = int
 
 # Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
 # PAIR 8 (a User Property: two strings).
