@@ -142,11 +142,8 @@ class AsyncClient(Driver):
         wait = qos and wait
         if wait:
             self._done[pid] = WAITING
-        st = self.transport
-        try:  # flush() inlined: each coroutine called costs an allocation
-            self._write()
-            if st:
-                await st.drain()
+        try:  # (flush() is no coroutine of ours: it costs no allocation)
+            await self.flush()
         except LINK_ERRORS as e:
             self._close(e)
         if not wait:
