@@ -159,25 +159,23 @@ class AsyncClient(Driver):
         return await self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props))
 
     async def _request(self, pid):
-        if not pid:
-            return None
-        self._done[pid] = WAITING
+        # Writes what is queued; for a SUBSCRIBE's or UNSUBSCRIBE's pid, returns its reason codes once its ack
+        # came (None: offline, pid 0, or the client closed).
+        if pid:
+            self._done[pid] = WAITING
         try:
             await self.flush()
         except LINK_ERRORS as e:
             self._close(e)
-        p = await self._result(pid)
-        return p.codes if p is not None else None
+        p = pid and await self._result(pid)
+        return p.codes if p else None
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
         done = False
         while not done:
             done = self.session.ack(message)  # False: `out` is full, written first
-            try:
-                await self.flush()
-            except LINK_ERRORS as e:
-                self._close(e)
+            await self._request(0)
 
     def __aiter__(self):
         return self
