@@ -278,18 +278,18 @@ def tail(mv, i, p):
     t = p.type
     r = Reader(mv, i, len(mv))
     ok = REASONS.get(t)  # None: PINGREQ, PINGRESP, which carry nothing
-    codes = t == 9 or t == 11  # SUBACK, UNSUBACK: properties, then a reason code per topic filter
     if ok:
-        if t == 2 or (r.pos < r.end and not codes):
+        codes = t == 9 or t == 11  # SUBACK, UNSUBACK: properties, then a reason code per topic filter
+        if t == 2 or (i < r.end and not codes):
             c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in ok:
                 raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
         if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
         if codes:
-            c = bytes(mv[r.pos:r.end])
-            r.pos = r.end
+            c = bytes(mv[r.pos:])
             p.codes = list(c)
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
                 raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
+            return
     r.done(t)
