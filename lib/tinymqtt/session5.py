@@ -189,11 +189,12 @@ class Session5(Session):
         Session._put(self, t, pl, q, retain, dup, pid, pr, alias)
 
     def subscribe(self, topics, props=None, handler=None):
+        lacks = self._lacks
         for f, o in topics:
-            if self._lacks & 2 and ("+" in f or "#" in f):
+            if lacks & 2 and ("+" in f or "#" in f):
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if self._lacks & 8 and f.startswith("$share/"):
+            if lacks & 8 and f.startswith("$share/"):
                 raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and self._lacks & 4:
+        if props and _SUBSCRIPTION_IDENTIFIER in props and lacks & 4:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
