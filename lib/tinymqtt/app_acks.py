@@ -22,13 +22,14 @@ class AppAcks:
     and hold_pubrel, fn(pid) -> True when the application answers that PUBREL itself with complete(pid), once
     it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves)."""
 
+    hold = parked = False  # (defaults in the class: an instance holds only what it changed)
+    hold_pubrel = None
+
     def __init__(self, *args, manual_ack=False, ack_later=False, **options):
         if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
             return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self.hold = self.parked = False
-        self.hold_pubrel = None
         self._held = {}  # pid -> QoS: delivered, awaiting the application's ack
 
     def ack(self, msg):
