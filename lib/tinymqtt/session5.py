@@ -84,7 +84,8 @@ class Session5(Session):
     def _on_connack(self, p):
         pr = p.props or {}
         if p.reason >= 0x80:
-            raise ConnectError(p.reason, "server refused the connection: %s" % pr.get(_REASON_STRING, "(no reason string)"))
+            raise ConnectError(p.reason, "server refused the connection: %s"
+                               % pr.get(_REASON_STRING, "(no reason string)"))
         if p.session_present and self._clean_now:  # checked before anything of this CONNACK is taken in
             raise protocol_error("CONNACK says session present to a clean start")
         self._limits(pr)
