@@ -23,21 +23,22 @@ vbi = st.integers(0, 268435455)
 pair = st.tuples(text, text)
 
 _NONZERO = {0x21, 0x27, 0x0B}
+_BYTE, _BOOL, _U16, _U32, _VBI, _STR, _BIN = range(1, 8)  # props.TABLE's value types (low 4 bits); 8: PAIR
 
 
 def _value(pid_, ptype):
     t = P.TABLE[pid_] & 15  # the value type
-    if t == P.BYTE or t == P.BOOL:
+    if t == _BYTE or t == _BOOL:
         s = st.integers(0, 1)
-    elif t == P.U16:
+    elif t == _U16:
         s = u16
-    elif t == P.U32:
+    elif t == _U32:
         s = u32
-    elif t == P.VBI:
+    elif t == _VBI:
         s = vbi
-    elif t == P.STR:
+    elif t == _STR:
         s = text
-    elif t == P.BIN:
+    elif t == _BIN:
         s = blob
     else:
         s = pair

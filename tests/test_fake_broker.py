@@ -962,6 +962,41 @@ async def test_asyncio_publish_tells_delivered_from_refused_and_lost():
         fb.stop()
 
 
+async def test_asyncio_manual_ack_acknowledges_only_when_the_application_acks():
+    # AsyncClient(manual_ack=True): messages() hands out QoS 1 and 2 messages unacknowledged; ack() sends the
+    # PUBACK / PUBREC (the "mark" PUBLISH, sent first, shows nothing went out before).
+    import asyncio
+    from tinymqtt.aio import AsyncClient
+
+    def server(fb):
+        fb.handshake()
+        fb.send(Packet(PUBLISH, topic="m", payload=b"1", qos=1, pid=5),
+                Packet(PUBLISH, topic="m", payload=b"2", qos=2, pid=6))
+        fb.expect(PUBLISH, topic="mark", timeout=10)
+        fb.expect(PUBACK, pid=5, timeout=10)
+        fb.expect(PUBREC, pid=6, timeout=10)
+        fb.send(Packet(PUBREL, pid=6))
+        fb.expect(PUBCOMP, pid=6, timeout=10)
+
+    fb = FakeBroker(V5)
+    c = AsyncClient("127.0.0.1", fb.port, version=V5, client_id="t1", port_impl=tinymqtt_port, manual_ack=True)
+    fb.start(server)
+    try:
+        await c.connect()
+        it = c.messages()
+        m1 = await asyncio.wait_for(it.__anext__(), 10)
+        m2 = await asyncio.wait_for(it.__anext__(), 10)
+        assert (m1.payload, m1.qos, m1.pid, m2.payload, m2.qos, m2.pid) == (b"1", 1, 5, b"2", 2, 6)
+        await c.publish("mark", b"", 0)
+        await c.ack(m1)
+        await c.ack(m2)
+        await c.ack(m2)  # a second ack() sends nothing
+        await asyncio.get_running_loop().run_in_executor(None, fb.join)
+    finally:
+        await c.close()
+        fb.stop()
+
+
 def test_publish_and_wait_for_raise_at_once_offline_without_reconnect(rig):
     def server(fb):
         fb.handshake()

@@ -235,8 +235,7 @@ def test_v5_topic_aliases(broker, board, peers, prefix):
     res = result(b)
     assert res["alias_max"] == 10, "mosquitto's default max_topic_alias"
     # What went on the wire is what TopicAliases decides: a new topic with its alias, a known one alone.
-    model = TopicAliases()
-    model.reset(10)
+    model = TopicAliases(10)
     sent = [prefix + "t%d" % i for i in seq]
     want = [0 if model.lookup(t.encode()) > 0 else len(t) for t in sent]
     assert res["topic_lengths"] == want

@@ -20,7 +20,8 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
-Message = namedtuple("Message", ("topic", "payload", "qos", "retain", "dup", "pid", "props"))
+# (Its fields in a list: a tuple of str literals would be a constant of str objects on a board's heap.)
+Message = namedtuple("Message", ["topic", "payload", "qos", "retain", "dup", "pid", "props"])
 
 
 class AsyncClient(Driver):
@@ -141,11 +142,8 @@ class AsyncClient(Driver):
         wait = qos and wait
         if wait:
             self._done[pid] = WAITING
-        st = self.transport
-        try:  # _flush_safely() inlined: each coroutine called costs an allocation
-            self._write()
-            if st:
-                await st.drain()
+        try:  # (flush() is no coroutine of ours: it costs no allocation)
+            await self.flush()
         except LINK_ERRORS as e:
             self._close(e)
         if not wait:
@@ -161,20 +159,23 @@ class AsyncClient(Driver):
         return await self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props))
 
     async def _request(self, pid):
-        if not pid:
-            return None
-        self._done[pid] = WAITING
-        await self._flush_safely()
-        p = await self._result(pid)
-        return p.codes if p is not None else None
+        # Writes what is queued; for a SUBSCRIBE's or UNSUBSCRIBE's pid, returns its reason codes once its ack
+        # came (None: offline, pid 0, or the client closed).
+        if pid:
+            self._done[pid] = WAITING
+        try:
+            await self.flush()
+        except LINK_ERRORS as e:
+            self._close(e)
+        p = pid and await self._result(pid)
+        return p.codes if p else None
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
-        while True:
+        done = False
+        while not done:
             done = self.session.ack(message)  # False: `out` is full, written first
-            await self._flush_safely()
-            if done:
-                return
+            await self._request(0)
 
     def __aiter__(self):
         return self
@@ -229,12 +230,6 @@ class AsyncClient(Driver):
         when the socket took everything), not a coroutine of ours: publish_nowait() + flush() allocates nothing."""
         self._write()
         return self.transport.drain() if self.transport else _sleep_ms(0)
-
-    async def _flush_safely(self):
-        try:
-            await self.flush()
-        except LINK_ERRORS as e:
-            self._close(e)
 
     async def _guard(self, task):
         # An error in a task that is not the link's (those end a connection and are handled inside): a handler's

@@ -3,15 +3,13 @@
 
 
 class TopicAliases:
-    def __init__(self, maximum=0):
+    def __init__(self, maximum):  # (a new connection gets new ones: every alias is forgotten, spec 3.3.2.3.4)
         self.max = maximum
         if maximum:  # (none granted: lookup() answers 0 and needs no tables)
             self.alias = {}  # encoded topic -> alias
             self.topic = [None] * (maximum + 1)
             self.used = [0] * (maximum + 1)
             self.clock = 0
-
-    reset = __init__  # a new connection: every alias is forgotten (spec 3.3.2.3.4)
 
     def lookup(self, topic):
         """alias > 0: send the alias alone; alias < 0: send topic and alias -alias (new mapping); 0: none."""

@@ -8,8 +8,7 @@
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
 from tinymqtt.errors import RemoteProtocolError, protocol_error
-from tinymqtt.packets import Packet
-from tinymqtt.session import Session, const
+from tinymqtt.session import const
 
 _V5 = const(5)
 _PUBLISH = const(3)
@@ -23,13 +22,14 @@ class AppAcks:
     and hold_pubrel, fn(pid) -> True when the application answers that PUBREL itself with complete(pid), once
     it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves)."""
 
+    hold = parked = False  # (defaults in the class: an instance holds only what it changed)
+    hold_pubrel = None
+
     def __init__(self, *args, manual_ack=False, ack_later=False, **options):
         if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
             return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self.hold = self.parked = False
-        self.hold_pubrel = None
         self._held = {}  # pid -> QoS: delivered, awaiting the application's ack
 
     def ack(self, msg):
@@ -52,12 +52,12 @@ class AppAcks:
 
     def _on_publish(self, p):
         q, pid, held = p.qos, p.pid, self._held
-        if q and pid in held:  # a resend of a message the application holds
+        if pid in held:  # a resend of a message the application holds (QoS 0 has pid 0, which is never held)
             if not p.dup:
                 self.reused += 1
             return
         if not q or (q == 2 and pid in self._rx_pid):  # QoS 0, or a resend past our PUBREC: Session's
-            return Session._on_publish(self, p)
+            return self._base._on_publish(self, p)  # (Session's: Session5 has none)
         rm = self.receive_maximum
         if len(held) >= (rm if self.version == _V5 else max(64 * rm, 1024)):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d messages unacknowledged)"
@@ -65,7 +65,7 @@ class AppAcks:
         held[pid] = q
         if self.manual_ack:
             self._deliver(p)
-            self._msg = Packet(_PUBLISH)  # the application keeps this one until its ack(): the next is read anew
+            self._msg = type(p)(_PUBLISH)  # (a Packet) the application keeps p until its ack(): the next is read anew
         elif self._deliver(p) and not self._pay(pid):  # ack_later: a handler took it, so it is acknowledged now
             self._owed = pid  # (or once `out` is written: the handler filled it)
 
@@ -82,7 +82,7 @@ class AppAcks:
     def tick(self, now):
         if self.parked and self.pinging:  # its PINGRESP may wait behind a message nobody took yet: the deadline
             self._ping_at = now  # starts again once reading resumes
-        return Session.tick(self, now)
+        return self._base.tick(self, now)
 
     def _on_connack(self, p):
         # A new session forgets the held messages before anyone hears of its CONNACK, as Session forgets its

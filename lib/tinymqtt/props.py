@@ -4,15 +4,11 @@
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
 from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
-from tinymqtt.packets import NAMES
+from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
 from tinymqtt.wire import put as put_int, put_str, utf8, vbi_len
 
-try:
-    from micropython import const  # the constants below become literals in this module's code
-except ImportError:  # CPython
-    const = int
-
-# Value types (public as P.BOOL...: see __getattr__). BOOL is a byte that must be 0 or 1.
+# Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
+# PAIR 8 (a User Property: two strings).
 _BYTE = const(1)
 _BOOL = const(2)
 _U16 = const(3)
@@ -26,11 +22,10 @@ _PAIR = const(8)
 WILL = 0
 
 # The reason codes each v5 packet may carry (spec 2.4), by packet type; anything else is a Protocol Error.
-_PUB_RC = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
-_REL_RC = b"\x00\x92"
 REASONS = {
     2: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",  # CONNACK
-    4: _PUB_RC, 5: _PUB_RC, 6: _REL_RC, 7: _REL_RC,  # PUBACK, PUBREC, PUBREL, PUBCOMP
+    4: b"\x00\x10\x80\x83\x87\x90\x91\x97\x99", 5: b"\x00\x10\x80\x83\x87\x90\x91\x97\x99",  # PUBACK, PUBREC
+    6: b"\x00\x92", 7: b"\x00\x92",  # PUBREL, PUBCOMP
     9: b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2",  # SUBACK
     11: b"\x00\x11\x80\x83\x87\x8f\x91",  # UNSUBACK
     14: b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c"
@@ -82,23 +77,21 @@ TABLE = {
 _MAX_VBI = const(268435455)
 
 
-# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys),
-# then the value types 1..8: one text that module __getattr__ reads on use, not 35 globals on a board's heap.
+# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys): one
+# text that module __getattr__ reads on use, not 27 globals on a board's heap.
 _NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
           " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
           " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
           " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
           " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
-          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE"
-          " BYTE BOOL U16 U32 VBI STR BIN PAIR ")
+          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE ")
 
 
 def __getattr__(name):
     i = _NAMES.find(" %s " % name)
     if i < 0:
         raise AttributeError(name)
-    i = _NAMES.count(" ", 0, i)
-    return sorted(TABLE)[i] if i < 27 else i - 26
+    return sorted(TABLE)[_NAMES.count(" ", 0, i)]
 
 
 def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
@@ -124,7 +117,7 @@ class Reader:
         self.pos = p + n
         return p
 
-    def uint(self, n, what="a field"):
+    def uint(self, n, what):
         """An n-byte big-endian integer (MQTT's bytes and two- and four-byte integers)."""
         p = self.need(n, what)  # (not inside range(): MicroPython's for-range reads its end first)
         v = 0
@@ -132,7 +125,7 @@ class Reader:
             v = v << 8 | self.mv[i]
         return v
 
-    def str(self, what="a string"):
+    def str(self, what):
         p = self.need(self.uint(2, what), what)
         return utf8(self.mv, p, self.pos, what)
 
@@ -140,10 +133,6 @@ class Reader:
         """Refuses bytes left after the last field of a packet of type t."""
         if self.pos != self.end:
             raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES[t]))
-
-
-# Properties whose value 0 is a Protocol Error: Receive Maximum, Maximum Packet Size, Subscription Identifier.
-_NONZERO = (0x21, 0x27, 0x0B)
 
 
 def put_vbi(b, pos, v):
@@ -160,10 +149,10 @@ def put_vbi(b, pos, v):
     return pos + 1
 
 
-def vbi(r, what="a Variable Byte Integer"):
+def vbi(r, what):
     """Reads a Variable Byte Integer with Reader r."""
     v = 0
-    for shift in (0, 7, 14, 21):
+    for shift in range(0, 28, 7):
         d = r.uint(1, what)
         v |= (d & 0x7F) << shift
         if not d & 0x80:
@@ -173,7 +162,7 @@ def vbi(r, what="a Variable Byte Integer"):
     raise malformed("%s longer than 4 bytes" % what)
 
 
-def binary(r, what="binary data"):
+def binary(r, what):
     """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
     p = r.need(r.uint(2, what), what)
     return bytes(r.mv[p:r.pos])
@@ -182,27 +171,29 @@ def binary(r, what="binary data"):
 def read(r, ptype):
     """Reads a property block (length + properties) for packet type ptype (WILL for will properties)."""
     n = vbi(r, "property length")
-    end = r.pos + n
-    if end > r.end:
+    last = r.end
+    if r.pos + n > last:
         raise malformed("property length %d runs past the end of the packet" % n)
+    r.end = r.pos + n  # (meanwhile a property that runs past the block is cut short by r.need())
     props = {}
-    while r.pos < end:
+    while r.pos < r.end:
         pid = vbi(r, "property identifier")
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
             raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t &= 15
-        if t == _STR:
-            v = r.str("property 0x%02X" % pid)
-        elif t == _PAIR:
-            v = (r.str("user property name"), r.str("user property value"))
+        if t == _VBI:
+            v = vbi(r, "a property")
+        elif t < _VBI:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer of 1, 1, 2 or 4 bytes
+            v = r.uint(b"\1\1\2\4"[t - 1], "a property")
         elif t == _BIN:
-            v = binary(r)
-        elif t == _VBI:
-            v = vbi(r)
-        else:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer
-            v = r.uint((1, 1, 2, 4)[t - 1], "property 0x%02X" % pid)
-        if (v == 0 and pid in _NONZERO) or (t == _BOOL and v > 1):
+            v = binary(r, "a property")
+        else:  # a string, or a User Property's two (name, value)
+            v = r.str("a property")
+            if t == _PAIR:
+                v = (v, r.str("a property"))
+        # 0 is a Protocol Error for Receive Maximum, Maximum Packet Size and Subscription Identifier
+        if (v == 0 and pid in (0x21, 0x27, 0x0B)) or (t == _BOOL and v > 1):
             raise protocol_error("property 0x%02X may not be %d (a boolean is 0 or 1)" % (pid, v))
         if pid == 0x26 or (pid == 0x0B and ptype == 3):  # User Property anywhere, Subscription Id in PUBLISH
             props.setdefault(pid, []).append(v)
@@ -210,14 +201,13 @@ def read(r, ptype):
             raise protocol_error("property 0x%02X appears more than once" % pid)
         else:
             props[pid] = v
-        if r.pos > end:
-            raise malformed("property 0x%02X runs past the property length" % pid)
+    r.end = last
     return props
 
 
 def _body(b, pos, props, ptype):
     # The properties themselves, each checked against TABLE on the way; b None only counts their bytes.
-    for pid in props:
+    for pid in props or ():  # (None: none)
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
             raise LocalProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
@@ -230,7 +220,7 @@ def _body(b, pos, props, ptype):
             if t == _BOOL and not 0 <= x <= 1:
                 raise LocalProtocolError(0x82, "property 0x%02X must be 0 or 1, got %r" % (pid, x))
             if t <= _U32:
-                pos = put_int(b, pos, x, (1, 1, 2, 4)[t - 1])  # BYTE, BOOL, U16, U32: their sizes
+                pos = put_int(b, pos, x, b"\1\1\2\4"[t - 1])  # BYTE, BOOL, U16, U32: their sizes
             elif t == _VBI:
                 pos = put_vbi(b, pos, x)
             elif t == _PAIR:
@@ -243,8 +233,7 @@ def _body(b, pos, props, ptype):
 def put(b, pos, props, ptype, extra=0):
     """Writes a property block (its length, then the properties); `extra` reserves body bytes the caller writes
     right after (a topic alias). b None counts: the block's bytes then are put(None, 0, ...) + extra."""
-    pos = put_vbi(b, pos, (_body(None, 0, props, ptype) if props else 0) + extra)
-    return _body(b, pos, props, ptype) if props else pos
+    return _body(b, put_vbi(b, pos, _body(None, 0, props, ptype) + extra), props, ptype)
 
 
 def put_publish(b, pos, props, alias):
@@ -254,21 +243,21 @@ def put_publish(b, pos, props, alias):
 
 
 def read_publish(mv, i, end, m):
-    """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (-1 without a
-    Topic Alias) and returns where the payload starts. A Topic Alias alone, the common case, is read in place,
-    allocating nothing (m.props stays None)."""
+    """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (which
+    packets.read_publish has set to None and -1) and returns where the payload starts. A Topic Alias alone, the
+    common case, is read in place, allocating nothing (m.props stays None)."""
     if i >= end:
         raise malformed("packet ends before the property length")
-    m.alias = -1
     if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
         m.alias = mv[i + 2] << 8 | mv[i + 3]
         return i + 4
     if not mv[i]:
         return i + 1
     r = Reader(mv, i, end)
-    m.props = read(r, 3) or None
-    if m.props:
-        m.alias = m.props.get(0x23, -1)
+    p = read(r, 3)
+    if p:
+        m.props = p
+        m.alias = p.get(0x23, -1)
     return r.pos
 
 
@@ -288,18 +277,19 @@ def tail(mv, i, p):
     or AUTH's if present; CONNACK's is checked), its properties, and the reason codes of a SUBACK or UNSUBACK."""
     t = p.type
     r = Reader(mv, i, len(mv))
-    if not 11 < t < 14:  # PINGREQ, PINGRESP: neither
-        if t == 2 or (r.pos < r.end and t != 9 and t != 11):
-            c = p.reason if t == 2 else r.uint(1, "reason code")
-            if c not in REASONS[t]:
+    ok = REASONS.get(t)  # None: PINGREQ, PINGRESP, which carry nothing
+    if ok:
+        codes = t == 9 or t == 11  # SUBACK, UNSUBACK: properties, then a reason code per topic filter
+        if t == 2 or (i < r.end and not codes):
+            c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
+            if c not in ok:
                 raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
-            p.reason = c
-        if t in (2, 9, 11) or r.pos < r.end:
+        if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
-        if t == 9 or t == 11:
-            c = bytes(mv[r.pos:r.end])
-            r.pos = r.end
+        if codes:
+            c = bytes(mv[r.pos:])
             p.codes = list(c)
-            if not c or c.strip(REASONS[t]):  # what strip() leaves holds a code this packet may not carry
+            if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
                 raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
+            return
     r.done(t)

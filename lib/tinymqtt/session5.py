@@ -3,13 +3,16 @@
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, decode, read_publish, v5
-from tinymqtt.session import Session, CONNECTING, CONNECTED, DISCONNECTED, const
+from tinymqtt.session import Session, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
 
 # MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
 # (tinymqtt.props names them all): compile-time constants, no imported globals.
 _V5 = const(5)
+_DISCONNECTED = const(0)  # (Session's states)
+_CONNECTING = const(1)
+_CONNECTED = const(2)
 _PUBLISH = const(3)
 _DISCONNECT = const(14)
 _AUTH = const(15)
@@ -81,8 +84,8 @@ class Session5(Session):
     def _on_connack(self, p):
         pr = p.props or {}
         if p.reason >= 0x80:
-            why = pr.get(_REASON_STRING, "")
-            raise ConnectError(p.reason, "server refused the connection" + (": " + why if why else ""))
+            raise ConnectError(p.reason, "server refused the connection: %s"
+                               % pr.get(_REASON_STRING, "(no reason string)"))
         if p.session_present and self._clean_now:  # checked before anything of this CONNACK is taken in
             raise protocol_error("CONNACK says session present to a clean start")
         self._limits(pr)
@@ -106,7 +109,7 @@ class Session5(Session):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
-        if t == _PUBLISH and self.state != CONNECTING:
+        if t == _PUBLISH and self.state != _CONNECTING:
             p = read_publish(self._inmv, pos, pos + total, self._msg, _V5)
             a = p.alias  # (-1 without a Topic Alias)
             if a >= 0:
@@ -119,8 +122,8 @@ class Session5(Session):
                     if p.topic is None:
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
-        if t != _DISCONNECT and t != _AUTH:
-            if total == 5 and self.state == CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
+        if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
+            if total == 5 and self.state == _CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
                 # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
                 # nobody reads), read in place as Session reads a bare one: no allocation.
                 reason = buf[pos + 4]
@@ -128,25 +131,24 @@ class Session5(Session):
                     pid = buf[pos + 2] << 8 | buf[pos + 3]
             return Session._packet(self, buf, pos, total, pid, reason)
         p = decode(self._inmv[pos:pos + total])  # (version: 5 by default)
-        if self.state == CONNECTING and (t == _DISCONNECT or p.reason != 0x18):
-            raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % p.reason)
+        c, pr = p.reason, p.props or {}
+        if self.state == _CONNECTING and (t == _DISCONNECT or c != 0x18):
+            raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % c)
         if t == _DISCONNECT:
-            if p.reason == 0x04 or _SESSION_EXPIRY_INTERVAL in (p.props or {}):  # [MQTT-3.14.2-2], 0x04 is ours
+            if c == 0x04 or _SESSION_EXPIRY_INTERVAL in pr:  # [MQTT-3.14.2-2], 0x04 is ours
                 raise protocol_error("server DISCONNECT with %s" % ("reason code 0x04 (a client's)" if p.reason == 4
                                                                    else "a Session Expiry Interval"))
-            self.state = DISCONNECTED
-            self.on_event(_DISCONNECT, p, p.reason)
-            raise ConnectionLost(p.reason, "server sent DISCONNECT")
+            self.state = _DISCONNECTED
+            self.on_event(_DISCONNECT, p, c)
+            raise ConnectionLost(c, "server sent DISCONNECT")
         # Enhanced authentication (v5 4.12): only after a CONNECT with an Authentication Method, always with
         # that method; 0x18 continues, 0x00 ends a re-authentication, 0x19 is the client's alone.
         method = (self.props or {}).get(_AUTHENTICATION_METHOD)
-        if method is None:
-            raise protocol_error("AUTH, but our CONNECT had no Authentication Method")
-        if (p.props or {}).get(_AUTHENTICATION_METHOD) != method:
-            raise protocol_error("AUTH with another Authentication Method than our CONNECT's")
-        if p.reason == 0x19:
-            raise protocol_error("AUTH with reason code 0x19 (Re-authenticate) from the server")
-        self.on_event(_AUTH, p, p.reason)
+        if method is None or pr.get(_AUTHENTICATION_METHOD) != method or c == 0x19:
+            raise protocol_error("AUTH with reason code 0x%02X and Authentication Method %r, after a CONNECT with %r "
+                                 "(it must be the same; 0x19 is the client's alone)"
+                                 % (c, pr.get(_AUTHENTICATION_METHOD), method))
+        self.on_event(_AUTH, p, c)
 
     def auth(self, reason, props):
         """Enhanced authentication: answers a server AUTH (0x18), or starts a re-authentication (0x19).
@@ -155,9 +157,8 @@ class Session5(Session):
         if method is None:
             raise LocalProtocolError(0x82, "enhanced authentication needs an Authentication Method in the CONNECT "
                                            "properties")
-        if _AUTHENTICATION_METHOD not in (props or {}):
-            props = dict(props or {})
-            props[_AUTHENTICATION_METHOD] = method
+        props = dict(props or {})  # (AUTH is rare: a copy each time is simpler than a check)
+        props.setdefault(_AUTHENTICATION_METHOD, method)
         self._send(Packet(_AUTH, reason=reason, props=props), 0, 0)
 
     # ------------------------------------------------------------ publish and subscribe
@@ -189,11 +190,12 @@ class Session5(Session):
         Session._put(self, t, pl, q, retain, dup, pid, pr, alias)
 
     def subscribe(self, topics, props=None, handler=None):
+        lacks = self._lacks
         for f, o in topics:
-            if self._lacks & 2 and ("+" in f or "#" in f):
+            if lacks & 2 and ("+" in f or "#" in f):
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if self._lacks & 8 and f.startswith("$share/"):
+            if lacks & 8 and f.startswith("$share/"):
                 raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and self._lacks & 4:
+        if props and _SUBSCRIPTION_IDENTIFIER in props and lacks & 4:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)

@@ -355,10 +355,10 @@ def test_vbi_bytes():
         assert end == 1 + len(want) and bytes(b[1:end]) == want, "VBI %d -> %s" % (v, hx(b[1:end]))
         assert P.put_vbi(None, 0, v) == len(want) == wire.vbi_len(v)
         r = P.Reader(memoryview(want), 0, len(want))
-        assert P.vbi(r) == v and r.pos == len(want)
+        assert P.vbi(r, "x") == v and r.pos == len(want)
     raises(LocalProtocolError, 0x95, P.put_vbi, bytearray(5), 0, 268435456)
     raises(LocalProtocolError, 0x95, P.put_vbi, bytearray(5), 0, -1)
-    raises(RemoteProtocolError, 0x81, P.vbi, P.Reader(memoryview(h("80 80 80 80 01")), 0, 5))
+    raises(RemoteProtocolError, 0x81, P.vbi, P.Reader(memoryview(h("80 80 80 80 01")), 0, 5), "x")
 
 
 def test_frame_boundaries():
