@@ -161,18 +161,27 @@ await asyncio.create_task(main())
 '''
 
 
-def run_wasm(dest, app, version, opts):
-    """Heap after import and when connected on the 32-bit WebAssembly build, or None."""
+def run_wasm(dest, app, version, opts, runs=1):
+    """Heap after import and when connected on the 32-bit WebAssembly build (the least of runs), or None."""
     if not shutil.which("node") or not os.path.isdir(os.path.join(ROOT, "node_modules", "@micropython")):
         return None
     module, cls = ("aio", "AsyncClient") if "aio" in app else ("client", "Client")
     code = WASM % {"module": module, "cls": cls, "version": version, "opts": opts}
-    p = subprocess.run(["node", MP_RUN, "--root", dest], input=code, capture_output=True, text=True, timeout=120,
-                       cwd=ROOT)
-    for line in p.stdout.splitlines():
-        if line.startswith("FOOTPRINT "):
-            return json.loads(line[10:])
-    return None
+    best = None
+    for _ in range(runs):
+        p = subprocess.run(["node", MP_RUN, "--root", dest], input=code, capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+        for line in p.stdout.splitlines():
+            if line.startswith("FOOTPRINT "):
+                got = json.loads(line[10:])
+                best = got if best is None else {k: min(v, got.get(k, v)) for k, v in best.items()}
+    return best
+
+
+# The same tree reads either of two values in this build, ~4 KB apart (e.g. 38.9 or 42.8 KB connected, full
+# blocking), about one run in three: memory the conservative collector still finds referenced. The least of a
+# few runs is the live heap.
+WASM_RUNS = 3
 
 
 def measure(quick=False, log=print):
@@ -193,7 +202,8 @@ def measure(quick=False, log=print):
                 opts = boards_mod.get("esp32", profile=profile).session_options()
                 row = {"client": label, "profile": profile, "version": version,
                        "mpy": sum(res["mpy"][profile][m] for m in _loaded(profile, app)),
-                       "unix": run_unix(dest, 512 * 1024), "wasm": run_wasm(dest, app, version, opts),
+                       "unix": run_unix(dest, 512 * 1024),
+                       "wasm": run_wasm(dest, app, version, opts, 1 if quick else WASM_RUNS),
                        "romfs": run_unix_romfs(dest)}
                 row["smallest"] = None if quick or not row["unix"] else smallest_heap(dest)
                 log("footprint: %s (%s): %r" % (label, profile, row))
@@ -286,7 +296,9 @@ def table(res):
                      % ", ".join("%s %s" % (m[:-3], kb(n)) for m, n in sorted(port.items())))
     lines += ["", "The 32-bit rows count live objects only: that build frees garbage once Python returns to JS, "
               "so the script awaits before each gc.collect(), and imports asyncio (which it needs for that) "
-              "before its baseline: the asyncio module's own objects are not in the asyncio row."]
+              "before its baseline: the asyncio module's own objects are not in the asyncio row. Each figure "
+              "is the least of %d runs: about one run in three reads ~4 KB more (memory the conservative "
+              "collector still finds referenced)." % WASM_RUNS]
     return "\n".join(lines)
 
 
