@@ -103,8 +103,8 @@ def test_session_present_resends_publish_with_dup_and_pubrel_past_pubrec(rig, ve
 
 
 def test_pubcomp_packet_id_not_found_after_a_resumed_pubrel_is_still_delivered(rig):
-    # Past our PUBREC-acknowledged PUBLISH the server owns the message: a PUBCOMP saying 0x92 (it no longer knows
-    # the id, e.g. its PUBCOMP was lost with the link) ends the flow as delivered, not as a refusal.
+    # Once the server has answered our PUBLISH with PUBREC it owns the message: a PUBCOMP saying 0x92 (it no
+    # longer knows the id, e.g. its PUBCOMP was lost with the link) ends the flow as delivered, not as a refusal.
     def server(fb):
         fb.handshake()
         p = fb.expect(PUBLISH, qos=2)
