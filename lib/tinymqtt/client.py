@@ -34,11 +34,10 @@ class Client(Driver):
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
         while True:
-            pid = -1
             if self.transport or self.reconnect or not s._connected_once:  # (else wait_for() raises)
                 pid = s.publish(topic, payload, qos, retain, props)
-            if pid >= 0:
-                break
+                if pid >= 0:
+                    break
             if not self.wait_for(-1, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
