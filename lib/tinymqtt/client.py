@@ -33,8 +33,8 @@ class Client(Driver):
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
-        while True:
-            if self.transport or self.reconnect or not s._connected_once:  # (else wait_for() raises)
+        while True:  # (offline with reconnect=False once a link was lost, wait_for() raises; _delay 0: none lost yet)
+            if self.transport or self.reconnect or not self._delay:
                 pid = s.publish(topic, payload, qos, retain, props)
                 if pid >= 0:
                     break
@@ -138,7 +138,7 @@ class Client(Driver):
                     due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms
                     if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
                         import time
-                        time.sleep(max(1, min(due, ms)) / 1000)
+                        time.sleep(min(due, ms) / 1000)
                         return
                     ms = -2
             if ms == -2:
