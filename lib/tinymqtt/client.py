@@ -93,7 +93,7 @@ class Client(Driver):
         self._done[pid] = ...  # driver.WAITING (wait_for()'s first turn writes the request)
         p = self.wait_for(pid, timeout)
         if p is False:
-            self._done.pop(pid, None)
+            del self._done[pid]  # (still WAITING: the flow is in flight)
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
         return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
@@ -101,10 +101,11 @@ class Client(Driver):
         """Manual-ack mode: acknowledge a message once it is safely handled. Without manual_ack there is nothing
         to do (its handler's return acknowledged it; that session has no ack())."""
         a = getattr(self.session, "ack", None)
-        while a and not a(message):
-            self._io(-1)
-        if a and not self.batch:
-            self._io(-1)
+        if a:
+            while not a(message):  # False: `out` is full, written first
+                self._io(-1)
+            if not self.batch:
+                self._io(-1)
 
     # ---------------------------------------------------------------- the loop
 
