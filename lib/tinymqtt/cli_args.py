@@ -164,8 +164,8 @@ def client(a, **extra):
     port_impl = None
     if a.debug:
         from tinymqtt.cli_debug import DebugPort
-        from tinymqtt.driver import default_port
-        port_impl = DebugPort(default_port(), v, lambda: made[0].session.client_id if made else a.id)
+        import tinymqtt_port  # (the port a Client takes by default; its contract: tinymqtt/driver.py)
+        port_impl = DebugPort(tinymqtt_port, v, lambda: made[0].session.client_id if made else a.id)
     will = None
     if a.will_topic:
         will = Packet(PUBLISH, topic=a.will_topic, payload=a.will_payload.encode(), qos=a.will_qos,

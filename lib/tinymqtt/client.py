@@ -33,12 +33,11 @@ class Client(Driver):
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
         with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
         s = self.session
-        while True:
-            pid = -1
-            if self.transport or self.reconnect or not s._connected_once:  # (else wait_for() raises)
+        while True:  # (offline with reconnect=False once a link was lost, wait_for() raises; _delay 0: none lost yet)
+            if self.transport or self.reconnect or not self._delay:
                 pid = s.publish(topic, payload, qos, retain, props)
-            if pid >= 0:
-                break
+                if pid >= 0:
+                    break
             if not self.wait_for(-1, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
@@ -94,7 +93,7 @@ class Client(Driver):
         self._done[pid] = ...  # driver.WAITING (wait_for()'s first turn writes the request)
         p = self.wait_for(pid, timeout)
         if p is False:
-            self._done.pop(pid, None)
+            del self._done[pid]  # (still WAITING: the flow is in flight)
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
         return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
@@ -102,10 +101,11 @@ class Client(Driver):
         """Manual-ack mode: acknowledge a message once it is safely handled. Without manual_ack there is nothing
         to do (its handler's return acknowledged it; that session has no ack())."""
         a = getattr(self.session, "ack", None)
-        while a and not a(message):
-            self._io(-1)
-        if a and not self.batch:
-            self._io(-1)
+        if a:
+            while not a(message):  # False: `out` is full, written first
+                self._io(-1)
+            if not self.batch:
+                self._io(-1)
 
     # ---------------------------------------------------------------- the loop
 
@@ -115,10 +115,6 @@ class Client(Driver):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
         self.wait_for(-3, timeout)
-
-    def loop_forever(self):
-        while self.transport or self.reconnect:
-            self._io(1000)
 
     def _io(self, ms):
         # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
@@ -139,7 +135,7 @@ class Client(Driver):
                     due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms
                     if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
                         import time
-                        time.sleep(max(1, min(due, ms)) / 1000)
+                        time.sleep(min(due, ms) / 1000)
                         return
                     ms = -2
             if ms == -2:
@@ -149,10 +145,3 @@ class Client(Driver):
             self.flush()
         except LINK_ERRORS as e:
             self._close(e)
-
-    def __enter__(self):
-        self.connect()
-        return self
-
-    def __exit__(self, *exc):
-        self.disconnect()

@@ -1,6 +1,18 @@
 # What the blocking and asyncio clients share: the session they drive (new_session imports only the classes of
 # the MQTT version in use), their options, event dispatch, the table of finished flows that wait_for() and
-# await read, closing a link, and the reconnect backoff. The port contract is written once, in default_port().
+# await read, closing a link, and the reconnect backoff. The port contract is written once, here:
+#   The board's port module is tinymqtt_port (ports/NAME/tinymqtt_port.py; a client takes any object with the
+#   same functions as port_impl).
+#   network_up(timeout_ms=0) -> True once the board is on the network (WLAN joined), else raises.
+#   ticks_ms() -> milliseconds that wrap at 2**30, like MicroPython's time.ticks_ms().
+#   open(host, port, tls) -> a blocking transport: write(buf, n) writes buf[:n] whole or raises;
+#     readinto(buf, off, timeout_ms) -> bytes read into buf[off:] (0: none within timeout_ms), raises
+#     ConnectionLost when the peer closed; close().          (the blocking client)
+#   open_stream(host, port, tls) -> awaitable of a stream: write(buf, n) queues buf[:n], drain() awaits it,
+#     readinto(buf, off) awaits and returns bytes read (0: nothing whole yet), raises ConnectionLost when
+#     the peer closed; close().                             (the asyncio client)
+#   tls: None for plain TCP, else True, a dict of options (cafile, server_hostname...) or an SSLContext.
+#   Failures raise OSError or ConnectionLost (LINK_ERRORS below), which end the connection.
 from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, NotDelivered
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
@@ -16,23 +28,6 @@ _CONNECTED = const(2)  # session.state
 LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
 WAITING = ...  # in Driver._done: a flow someone awaits, not finished yet
 _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDelivered 0x80; refusals keep their code)
-
-
-def default_port():
-    """The board's port module, tinymqtt_port (ports/NAME/tinymqtt_port.py; a client takes any object with the
-    same functions as port_impl). The port contract, the only one there is:
-      network_up(timeout_ms=0) -> True once the board is on the network (WLAN joined), else raises.
-      ticks_ms() -> milliseconds that wrap at 2**30, like MicroPython's time.ticks_ms().
-      open(host, port, tls) -> a blocking transport: write(buf, n) writes buf[:n] whole or raises;
-        readinto(buf, off, timeout_ms) -> bytes read into buf[off:] (0: none within timeout_ms), raises
-        ConnectionLost when the peer closed; close().          (the blocking client)
-      open_stream(host, port, tls) -> awaitable of a stream: write(buf, n) queues buf[:n], drain() awaits it,
-        readinto(buf, off) awaits and returns bytes read (0: nothing whole yet), raises ConnectionLost when
-        the peer closed; close().                             (the asyncio client)
-    tls: None for plain TCP, else True, a dict of options (cafile, server_hostname...) or an SSLContext.
-    Failures raise OSError or ConnectionLost (LINK_ERRORS above), which end the connection."""
-    import tinymqtt_port  # the board's (or Linux's) port module, deployed next to the library
-    return tinymqtt_port
 
 
 def new_session(on_event, **options):
@@ -65,7 +60,9 @@ class Driver:
         self.host, self.port, self.tls = host, port, tls
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
         self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
-        self.p = p = port_impl or default_port()
+        if not port_impl:  # the board's (or Linux's) port module, deployed next to the library
+            import tinymqtt_port as port_impl
+        self.p = p = port_impl
         self.session = new_session(self._event, **session_options)
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
         # someone awaits it (WAITING until then), and the reason code of every QoS 1/2 message refused (_GONE:

@@ -1,5 +1,5 @@
 # Linux port (CPython, and MicroPython's unix port): network bring-up, a TCP/TLS transport and the clock.
-# A port is all a client needs from a board: the contract is written once, in tinymqtt.driver.default_port().
+# A port is all a client needs from a board: the contract is written once, atop tinymqtt/driver.py.
 # TLS verifies the server's certificate and host name unless the caller hands in its own SSLContext.
 import select
 import socket
