@@ -116,6 +116,10 @@ class Client(Driver):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
         self.wait_for(-3, timeout)
 
+    def loop_forever(self):
+        while self.transport or self.reconnect:
+            self._io(1000)
+
     def _io(self, ms):
         # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
         # its backoff is due); -1: flush; -2: open the connection. Whatever ends the link (a transport error, a
@@ -145,3 +149,10 @@ class Client(Driver):
             self.flush()
         except LINK_ERRORS as e:
             self._close(e)
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.disconnect()
