@@ -634,3 +634,22 @@ def test_several_filters_in_one_subscribe_and_handlers(mk, prefix, version):
     assert [(m.topic[len(prefix):], m.qos) for m in h1] == [("a/x", 1), ("b/y/z", 0), ("b", 0), ("c", 2)]
     assert [m.topic[len(prefix):] for m in h2] == ["d"]
     assert rest.payloads() == [b"e", b"end"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_with_statement_and_loop_forever(broker, prefix, version):
+    # The two idioms people bring from paho: `with Client(...) as c:` connects and disconnects; loop_forever()
+    # runs until the link ends with reconnect=False (here a handler disconnects once its message came back).
+    got = Inbox()
+    with Client(broker.host, broker.port, version=version, client_id="w%d%s" % (version, uid()),
+                reconnect=False) as c:
+        assert c.is_connected()
+
+        def handler(p):
+            got.add(p)
+            c.disconnect()
+
+        c.subscribe(prefix + "x", 1, handler=handler)
+        c.publish(prefix + "x", b"once", qos=1)
+        c.loop_forever()  # returns: disconnect() closed the link and nothing reconnects
+        assert got.payloads() == [b"once"] and not c.is_connected()
