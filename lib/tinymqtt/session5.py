@@ -123,9 +123,11 @@ class Session5(Session):
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
         if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
-            if total == 5 and self.state == _CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
+            if (total == 5 or (total == 6 and not buf[pos + 5])) and self.state == _CONNECTED \
+                    and buf[pos] in (0x40, 0x50, 0x62, 0x70):
                 # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
-                # nobody reads), read in place as Session reads a bare one: no allocation.
+                # nobody reads), without properties or with an empty property block, read in place as Session
+                # reads a bare one: no allocation.
                 reason = buf[pos + 4]
                 if not reason or (reason == 0x10 and t < 6):
                     pid = buf[pos + 2] << 8 | buf[pos + 3]
