@@ -194,10 +194,16 @@ class Session5(Session):
     def subscribe(self, topics, props=None, handler=None):
         lacks = self._lacks
         for f, o in topics:
+            if isinstance(f, str) and f.startswith("$share/"):  # a shared subscription (4.8.2): $share/{ShareName}/{filter}
+                i = f.find("/", 7)
+                if i < 8 or "+" in f[7:i] or "#" in f[7:i] or i + 1 == len(f):
+                    raise LocalProtocolError(0x8F, "invalid shared subscription %s: $share/ needs a share name "
+                                                   "without wildcards, then a filter" % repr(f)[:24])
+                if lacks & 8:
+                    raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
             if lacks & 2 and ("+" in f or "#" in f):
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if lacks & 8 and f.startswith("$share/"):
-                raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
         if props and _SUBSCRIPTION_IDENTIFIER in props and lacks & 4:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
+

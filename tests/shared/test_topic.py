@@ -150,16 +150,30 @@ def test_valid_filters():
               "a//b", "a/+/+/#", "$SYS/#", "$share", "$share/g/#", "$share/consumer1/sport/tennis/+",
               "$share/g/+", "$share/g//", "$share/g/$SYS/#", "$share/\u00e9/x", "x" * 65535):
         validate_filter(f)
+        if len(f) < 100:
+            subscribe5(f)
+
+
+def subscribe5(filt):
+    # MQTT 5's rules for a filter: 4.7's (validate_filter), and 4.8.2's for a shared subscription, which are
+    # Session5's (a 3.x session takes $share as a level like any other)
+    from tinymqtt.session5 import Session5
+    Session5(client_id="t", max_packet_size=128).subscribe([(filt, 0)])
 
 
 def test_invalid_filters_reason_0x8F():
     for f in ("", "sport+", "sport/#/ranking", "sport/tennis#", "#/a", "a/#/", "##", "a/++", "+a", "a+/b",
-              "a/b+", "+#", "a/#b", "a\x00b", "x" * 65536,
-              "$share/", "$share//t", "$share/g", "$share/g/", "$share/a+b/t", "$share/+/t", "$share/#/t",
-              "$share/g#/t", "$share/g/sport+", "$share/g/#/x"):
+              "a/b+", "+#", "a/#b", "a\x00b", "x" * 65536, "$share/g/sport+", "$share/g/#/x"):
         raises(validate_filter, f, 0x8F)
-    raises(validate_filter, b"a/#", 0x8F)
-    raises(validate_filter, None, 0x8F)
+        raises(subscribe5, f, 0x8F)
+    for f in ("$share/", "$share//t", "$share/g", "$share/g/", "$share/a+b/t", "$share/+/t", "$share/#/t",
+              "$share/g#/t"):
+        raises(subscribe5, f, 0x8F)
+    for f in ("$share//t", "$share/g/", "$share/g"):  # a level like any other in 3.x
+        validate_filter(f)
+    for f in (b"a/#", None):
+        raises(validate_filter, f, 0x8F)
+        raises(subscribe5, f, 0x8F)
 
 
 def test_filter_error_messages():
@@ -167,11 +181,8 @@ def test_filter_error_messages():
     assert "#" in e.msg and "sport/#/ranking" in e.msg, e.msg
     e = raises(validate_filter, "sport+", 0x8F)
     assert "+" in e.msg and "sport+" in e.msg, e.msg
-    e = raises(validate_filter, "$share//t", 0x8F)
-    assert "share name" in e.msg, e.msg
-    e = raises(validate_filter, "$share/g", 0x8F)
-    assert "share name" in e.msg, e.msg
-    e = raises(validate_filter, "$share/g/", 0x8F)
-    assert "share name" in e.msg, e.msg
+    for f in ("$share//t", "$share/g", "$share/g/"):
+        e = raises(subscribe5, f, 0x8F)
+        assert "share name" in e.msg, e.msg
     e = raises(validate_filter, "y" * 100 + "+", 0x8F)
     assert len(e.msg) < 120, e.msg  # a long filter is shortened in the message
