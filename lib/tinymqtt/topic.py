@@ -53,29 +53,17 @@ def matches(filt, topic):
     if topic.startswith("$") and (filt.startswith("+", i) or filt.startswith("#", i)):
         return False
     nf, nt, j = len(filt), len(topic), 0
-    while True:  # i and j are at the start of a level
-        if filt.startswith("#", i):
+    while i < nf:  # one character of the filter at a time; '+' takes the topic up to its next '/'
+        c = filt[i]
+        if c == "#":
             return True
-        if filt.startswith("+", i):
-            i += 1
+        if c == "+":
             j = topic.find("/", j)
             if j < 0:
                 j = nt
-        else:
-            while i < nf:
-                c = filt[i]
-                if c == "/":
-                    break
-                if j >= nt or topic[j] != c:
-                    return False
-                i += 1
-                j += 1
-        # filt is at '/' or its end: topic must be too
-        if i >= nf:
-            return j >= nt
-        if j >= nt:  # topic ended, filter goes on: only '/#' may follow
-            return i + 2 == nf and filt.startswith("#", i + 1)
-        if topic[j] != "/":
-            return False
+        elif j < nt and topic[j] == c:
+            j += 1
+        else:  # they differ, or the topic ended: only 'x/#' may match 'x'
+            return j >= nt and c == "/" and i + 2 == nf and filt[i + 1] == "#"
         i += 1
-        j += 1
+    return j >= nt
