@@ -307,7 +307,9 @@ def encode(buf, p, version=_V5, off=0):
 
 
 def _body(b, pos, p, v):
-    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
+    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts. Its fixed fields
+    # (CONNECT's protocol name, level, flags and keep alive; a packet id), then what MQTT 5 adds there (props.py),
+    # then the rest (CONNECT's payload, SUBSCRIBE's and UNSUBSCRIBE's filters).
     t = p.type
     if t == _CONNECT:
         w, u, pw = p.will, p.username, p.password
@@ -320,8 +322,13 @@ def _body(b, pos, p, v):
             f |= 4 | w.qos << 3 | bool(w.retain) << 5
         pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
         pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-        if v == _V5:
-            pos = v5().put(b, pos, p.props, _CONNECT)
+    elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+        if not p.pid:
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
+        pos = put(b, pos, p.pid, 2)
+    if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+        pos = v5().put_fields(b, pos, p)
+    if t == _CONNECT:
         pos = put_str(b, pos, p.client_id)
         if w:
             if v == _V5:
@@ -330,18 +337,9 @@ def _body(b, pos, p, v):
         for s in (u, pw):
             if s is not None:
                 pos = put_str(b, pos, s)
-        return pos
-    if t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
-        if not p.pid:
-            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
-        pos = put(b, pos, p.pid, 2)
-    if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if v == _V5:
-            pos = v5().put(b, pos, p.props, t)
+    elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
         if not p.topics:
             raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
         for f in p.topics:
             pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
-        return pos
-    # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
-    return v5().put_tail(b, pos, p) if v == _V5 and (p.reason or p.props) else pos
+    return pos
