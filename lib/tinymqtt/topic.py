@@ -25,7 +25,7 @@ def validate_name(topic):
 
 def validate_filter(filt):
     """A Topic Filter to subscribe to. Else LocalProtocolError(0x8F). (MQTT 5's shared subscriptions add rules for
-    a $share/{ShareName}/ prefix: session5.validate_shared.)"""
+    a $share/{ShareName}/ prefix: Session5.subscribe checks them.)"""
     if _bad(filt):
         raise LocalProtocolError(0x8F, "topic filter %s is not str, holds U+0000 or exceeds 65535 UTF-8 bytes"
                                  % repr(filt)[:24])
