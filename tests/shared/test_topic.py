@@ -186,3 +186,19 @@ def test_filter_error_messages():
         assert "share name" in e.msg, e.msg
     e = raises(validate_filter, "y" * 100 + "+", 0x8F)
     assert len(e.msg) < 120, e.msg  # a long filter is shortened in the message
+
+
+def test_v5_server_without_shared_or_wildcard_subscriptions():
+    # CONNACK says Shared Subscription Available 0 (0x2A) or Wildcard Subscription Available 0 (0x28): Session5
+    # refuses such a filter before sending anything (0x9E, 0xA2); a malformed share name is still 0x8F.
+    from tinymqtt.session5 import Session5
+    for prop, refused, code in ((0x2A, "$share/g/a", 0x9E), (0x28, "a/+", 0xA2)):
+        s = Session5(client_id="t", max_packet_size=128)
+        s.connect(0)
+        s.outlen = 0
+        s.inbuf[0:7] = bytes([0x20, 5, 0, 0, 2, prop, 0])
+        s.received(7, 0)
+        raises(lambda f: s.subscribe([(f, 0)]), refused, code)
+        raises(lambda f: s.subscribe([(f, 0)]), "$share//a", 0x8F)
+        assert s.outlen == 0
+        assert s.subscribe([("a/b", 0)]) > 0 and s.outlen > 0
