@@ -9,17 +9,15 @@ class MQTTError(Exception):
     # NotDelivered: `pid` is the message's packet id (0 for every other error).
     def __init__(self, reason, msg="", pid=0):
         super().__init__(reason, msg)
-        self.reason = reason
-        self.msg = msg
-        self.pid = pid
+        self.reason, self.msg, self.pid = reason, msg, pid
 
     def __str__(self):
+        # "message (0x81 malformed packet)"; a board leaves the names out (reasons.py): "PUBLISH (0x81)"
         try:
-            from tinymqtt.reasons import name
-            n = " " + name(self.reason)
-        except ImportError:  # a board build without the names table
-            n = ""
-        return "%s (0x%02X%s)" % (self.msg, self.reason, n)
+            from tinymqtt.reasons import describe
+        except ImportError:
+            return "%s (0x%02X)" % (self.msg, self.reason)
+        return describe(self)
 
 
 _b = (MQTTError,)  # one bases tuple for the five

@@ -56,20 +56,15 @@ MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte 
 
 
 def __getattr__(name):
-    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
-    # global for each (this module's code uses the private constants above, which MicroPython inlines); and
-    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
-    if name == "sub_options":
-        return v5().sub_options
-    if name in NAMES[1:]:
-        return NAMES.index(name)
-    if name == "V31":
-        return _V31
-    if name == "V311":
-        return _V311
-    if name == "V5":
-        return _V5
-    raise AttributeError(name)
+    # PUBLISH, made on use as a board's application needs it for its Will (a Packet(PUBLISH)); this module's code
+    # uses the private constants above, which MicroPython inlines. The other public names, the packet types
+    # CONNECT..AUTH, the protocol levels V31, V311, V5 and sub_options() (MQTT 5's subscription options byte),
+    # are for tools and tests: props.py, the full codec's, makes them.
+    if name == "PUBLISH":
+        return _PUBLISH
+    if name[0] == "_":  # (CPython's import machinery asks for __path__ and the like)
+        raise AttributeError(name)
+    return getattr(v5(), name)
 
 
 class Packet:
@@ -312,7 +307,9 @@ def encode(buf, p, version=_V5, off=0):
 
 
 def _body(b, pos, p, v):
-    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts.
+    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts. Its fixed fields
+    # (CONNECT's protocol name, level, flags and keep alive; a packet id), then what MQTT 5 adds there (props.py),
+    # then the rest (CONNECT's payload, SUBSCRIBE's and UNSUBSCRIBE's filters).
     t = p.type
     if t == _CONNECT:
         w, u, pw = p.will, p.username, p.password
@@ -325,8 +322,13 @@ def _body(b, pos, p, v):
             f |= 4 | w.qos << 3 | bool(w.retain) << 5
         pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
         pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-        if v == _V5:
-            pos = v5().put(b, pos, p.props, _CONNECT)
+    elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+        if not p.pid:
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
+        pos = put(b, pos, p.pid, 2)
+    if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+        pos = v5().put_fields(b, pos, p)
+    if t == _CONNECT:
         pos = put_str(b, pos, p.client_id)
         if w:
             if v == _V5:
@@ -335,18 +337,9 @@ def _body(b, pos, p, v):
         for s in (u, pw):
             if s is not None:
                 pos = put_str(b, pos, s)
-        return pos
-    if t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
-        if not p.pid:
-            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
-        pos = put(b, pos, p.pid, 2)
-    if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if v == _V5:
-            pos = v5().put(b, pos, p.props, t)
+    elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
         if not p.topics:
             raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
         for f in p.topics:
             pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
-        return pos
-    # the rest of the acks, PINGREQ, DISCONNECT, AUTH: MQTT 5 may add a reason code and properties
-    return v5().put_tail(b, pos, p) if v == _V5 and (p.reason or p.props) else pos
+    return pos

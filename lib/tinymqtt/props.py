@@ -88,6 +88,11 @@ _NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPON
 
 
 def __getattr__(name):
+    # Also packets.py's public names but PUBLISH: the packet types, the protocol levels (packets.__getattr__).
+    if name in NAMES[1:]:
+        return NAMES.index(name)
+    if name in ("V31", "V311", "V5"):
+        return ("V31", "V311", "V5").index(name) + 3
     i = _NAMES.find(" %s " % name)
     if i < 0:
         raise AttributeError(name)
@@ -261,13 +266,17 @@ def read_publish(mv, i, end, m):
     return r.pos
 
 
-def put_tail(b, pos, p):
-    """Writes what MQTT 5 adds to an ack, DISCONNECT or AUTH with a reason code or properties (success without
-    properties is the shorter form without either): the reason code, then the properties if any."""
-    if not 11 < p.type < 14:  # PINGREQ and PINGRESP carry neither
+def put_fields(b, pos, p):
+    """Writes what MQTT 5 adds after the fixed fields of a packet a client sends (packets._body): CONNECT's,
+    SUBSCRIBE's and UNSUBSCRIBE's properties; an ack's, DISCONNECT's or AUTH's reason code and properties when
+    it has either (success without properties is the shorter form without both); PINGREQ's nothing."""
+    t = p.type
+    if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
+        return put(b, pos, p.props, t)
+    if (p.reason or p.props) and not 11 < t < 14:  # (PINGREQ and PINGRESP carry neither)
         pos = put_int(b, pos, p.reason)
         if p.props:
-            pos = put(b, pos, p.props, p.type)
+            pos = put(b, pos, p.props, t)
     return pos
 
 

@@ -51,3 +51,8 @@ A2 wildcard subscriptions not supported
 def name(code):
     i = _TEXT.find("\n%02X " % code)
     return _TEXT[i + 4:_TEXT.find("\n", i + 1)] if i >= 0 else "unknown reason"
+
+
+def describe(e):
+    """An MQTTError's text with its reason code's name: "message (0x81 malformed packet)"."""
+    return "%s (0x%02X %s)" % (e.msg, e.reason, name(e.reason))

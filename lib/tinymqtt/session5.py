@@ -123,9 +123,11 @@ class Session5(Session):
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
         if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
-            if total == 5 and self.state == _CONNECTED and buf[pos] in (0x40, 0x50, 0x62, 0x70):
+            if (total == 5 or (total == 6 and not buf[pos + 5])) and self.state == _CONNECTED \
+                    and buf[pos] in (0x40, 0x50, 0x62, 0x70):
                 # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
-                # nobody reads), read in place as Session reads a bare one: no allocation.
+                # nobody reads), without properties or with an empty property block, read in place as Session
+                # reads a bare one: no allocation.
                 reason = buf[pos + 4]
                 if not reason or (reason == 0x10 and t < 6):
                     pid = buf[pos + 2] << 8 | buf[pos + 3]
@@ -192,10 +194,16 @@ class Session5(Session):
     def subscribe(self, topics, props=None, handler=None):
         lacks = self._lacks
         for f, o in topics:
+            if isinstance(f, str) and f.startswith("$share/"):  # a shared subscription (4.8.2): $share/{ShareName}/{filter}
+                i = f.find("/", 7)
+                if i < 8 or "+" in f[7:i] or "#" in f[7:i] or i + 1 == len(f):
+                    raise LocalProtocolError(0x8F, "invalid shared subscription %s: $share/ needs a share name "
+                                                   "without wildcards, then a filter" % repr(f)[:24])
+                if lacks & 8:
+                    raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
             if lacks & 2 and ("+" in f or "#" in f):
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-            if lacks & 8 and f.startswith("$share/"):
-                raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
         if props and _SUBSCRIPTION_IDENTIFIER in props and lacks & 4:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
+

@@ -1,6 +1,7 @@
-# Topic Names and Topic Filters (MQTT 3.1.1 / 5.0 section 4.7, shared subscriptions 4.8.2): validate what the
-# application asks for, and match a received topic against a filter. Pure string work on str, no I/O; matches()
-# walks both strings by index and allocates nothing, so it may run for every received message.
+# Topic Names and Topic Filters (MQTT 3.1.1 / 5.0 section 4.7): validate what the application asks for, and match
+# a received topic against a filter (a shared subscription's $share/{ShareName}/ prefix skipped; its rules, MQTT 5
+# section 4.8.2, are session5.py's). Pure string work on str, no I/O; matches() walks both strings by index and
+# allocates nothing, so it may run for every received message.
 from tinymqtt.errors import LocalProtocolError
 
 
@@ -23,23 +24,19 @@ def validate_name(topic):
 
 
 def validate_filter(filt):
-    """A Topic Filter to subscribe to, plain or $share/{ShareName}/{filter}. Else LocalProtocolError(0x8F)."""
+    """A Topic Filter to subscribe to. Else LocalProtocolError(0x8F). (MQTT 5's shared subscriptions add rules for
+    a $share/{ShareName}/ prefix: Session5.subscribe checks them.)"""
     if _bad(filt):
         raise LocalProtocolError(0x8F, "topic filter %s is not str, holds U+0000 or exceeds 65535 UTF-8 bytes"
                                  % repr(filt)[:24])
-    f, bad = filt, False
-    if f.startswith("$share/"):
-        i = f.find("/", 7)
-        bad = i < 8 or "+" in f[7:i] or "#" in f[7:i]
-        f = f[i + 1:]
-    levels = f.split("/")
+    levels = filt.split("/")
     last = levels.pop()
-    bad = bad or not f or (len(last) > 1 and ("+" in last or "#" in last))
+    bad = not filt or (len(last) > 1 and ("+" in last or "#" in last))
     for lv in levels:
         bad = bad or "#" in lv or (lv != "+" and "+" in lv)
     if bad:
-        raise LocalProtocolError(0x8F, "invalid topic filter %s: wildcards fill a level ('#' the last); $share/ "
-                                       "needs a share name" % repr(filt)[:24])
+        raise LocalProtocolError(0x8F, "invalid topic filter %s: wildcards fill a level ('#' the last)"
+                                 % repr(filt)[:24])
 
 
 def matches(filt, topic):
@@ -56,29 +53,17 @@ def matches(filt, topic):
     if topic.startswith("$") and (filt.startswith("+", i) or filt.startswith("#", i)):
         return False
     nf, nt, j = len(filt), len(topic), 0
-    while True:  # i and j are at the start of a level
-        if filt.startswith("#", i):
+    while i < nf:  # one character of the filter at a time; '+' takes the topic up to its next '/'
+        c = filt[i]
+        if c == "#":
             return True
-        if filt.startswith("+", i):
-            i += 1
+        if c == "+":
             j = topic.find("/", j)
             if j < 0:
                 j = nt
-        else:
-            while i < nf:
-                c = filt[i]
-                if c == "/":
-                    break
-                if j >= nt or topic[j] != c:
-                    return False
-                i += 1
-                j += 1
-        # filt is at '/' or its end: topic must be too
-        if i >= nf:
-            return j >= nt
-        if j >= nt:  # topic ended, filter goes on: only '/#' may follow
-            return i + 2 == nf and filt.startswith("#", i + 1)
-        if topic[j] != "/":
-            return False
+        elif j < nt and topic[j] == c:
+            j += 1
+        else:  # they differ, or the topic ended: only 'x/#' may match 'x'
+            return j >= nt and c == "/" and i + 2 == nf and filt[i + 1] == "#"
         i += 1
-        j += 1
+    return j >= nt

@@ -45,11 +45,8 @@ def put_str(b, pos, s):
     return pos + n
 
 
-try:  # CPython's str() refuses what the spec forbids in UTF-8; MicroPython's takes some of it (see utf8())
-    str(b"\xed\xa0\x80", "utf-8")
-    _LAX = True
-except UnicodeError:
-    _LAX = False
+# CPython's str() refuses what the spec forbids in UTF-8 (a surrogate here); MicroPython's takes some of it (utf8())
+_LAX = str(b"\xed\xa0\x80", "utf-8", "ignore") != ""
 
 
 def utf8(mv, start, end, what):

@@ -18,3 +18,39 @@ def test_tick_with_the_retry_timer_allocates_nothing_until_a_resend():
     assert s.outlen == 0
     s.tick(5001)  # due: the three go again, with DUP
     assert s.outlen == 3 * 8 and s.out[0] == 0x3A
+
+
+def test_a_v5_ack_with_a_reason_code_and_empty_properties_is_read_in_place():
+    # A v5 PUBACK / PUBREC / PUBCOMP may carry its reason code and a property length of 0 (6 bytes): Session5
+    # reads it in place, as it reads a bare one and one with a reason code alone, allocating nothing.
+    from tinymqtt.session5 import Session5
+    log, n = [0] * 12, [0]  # (ev, value, reason) of each event, kept without allocating
+
+    def on_event(ev, value, reason):
+        i = n[0]
+        if i < 12:
+            log[i], log[i + 1], log[i + 2] = ev, value, reason
+            n[0] = i + 3
+    s = Session5(client_id="t", keepalive=0, max_inflight=4, max_packet_size=256, on_event=on_event)
+    s.connect(0)
+    s.outlen = 0
+    s.inbuf[0:5] = b"\x20\x03\x00\x00\x00"  # CONNACK: accepted, no properties
+    s.received(5, 0)
+    pids = [s.publish(b"t", b"x", 1), s.publish(b"t", b"x", 1), s.publish(b"t", b"x", 2)]
+    s.outlen = 0
+    n[0] = 0
+    acks = (bytes([0x40, 4, 0, pids[0], 0, 0]), bytes([0x40, 4, 0, pids[1], 0x10, 0]),  # 0x10: no subscribers
+            bytes([0x50, 4, 0, pids[2], 0, 0]), bytes([0x70, 4, 0, pids[2], 0, 0]))
+    for ack in acks:
+        s.inbuf[0:6] = ack
+        assert no_alloc(s.received, 6, 0) is False
+        if ack[0] == 0x50:
+            assert bytes(s.out[:s.outlen]) == bytes([0x62, 2, 0, pids[2]])  # our PUBREL, written in place
+            s.outlen = 0
+    assert log[:n[0]] == [4, pids[0], 0, 4, pids[1], 0x10, 7, pids[2], 0] and s.flights.count == 0
+    s.inbuf[0:6] = b"\x40\x04\x00\x07\x00\x01"  # a property length of 1 and no property: decoded, refused
+    try:
+        s.received(6, 0)
+        assert False, "a property block that runs past the packet was taken"
+    except Exception as e:
+        assert e.reason == 0x81, e

@@ -150,16 +150,30 @@ def test_valid_filters():
               "a//b", "a/+/+/#", "$SYS/#", "$share", "$share/g/#", "$share/consumer1/sport/tennis/+",
               "$share/g/+", "$share/g//", "$share/g/$SYS/#", "$share/\u00e9/x", "x" * 65535):
         validate_filter(f)
+        if len(f) < 100:
+            subscribe5(f)
+
+
+def subscribe5(filt):
+    # MQTT 5's rules for a filter: 4.7's (validate_filter), and 4.8.2's for a shared subscription, which are
+    # Session5's (a 3.x session takes $share as a level like any other)
+    from tinymqtt.session5 import Session5
+    Session5(client_id="t", max_packet_size=128).subscribe([(filt, 0)])
 
 
 def test_invalid_filters_reason_0x8F():
     for f in ("", "sport+", "sport/#/ranking", "sport/tennis#", "#/a", "a/#/", "##", "a/++", "+a", "a+/b",
-              "a/b+", "+#", "a/#b", "a\x00b", "x" * 65536,
-              "$share/", "$share//t", "$share/g", "$share/g/", "$share/a+b/t", "$share/+/t", "$share/#/t",
-              "$share/g#/t", "$share/g/sport+", "$share/g/#/x"):
+              "a/b+", "+#", "a/#b", "a\x00b", "x" * 65536, "$share/g/sport+", "$share/g/#/x"):
         raises(validate_filter, f, 0x8F)
-    raises(validate_filter, b"a/#", 0x8F)
-    raises(validate_filter, None, 0x8F)
+        raises(subscribe5, f, 0x8F)
+    for f in ("$share/", "$share//t", "$share/g", "$share/g/", "$share/a+b/t", "$share/+/t", "$share/#/t",
+              "$share/g#/t"):
+        raises(subscribe5, f, 0x8F)
+    for f in ("$share//t", "$share/g/", "$share/g"):  # a level like any other in 3.x
+        validate_filter(f)
+    for f in (b"a/#", None):
+        raises(validate_filter, f, 0x8F)
+        raises(subscribe5, f, 0x8F)
 
 
 def test_filter_error_messages():
@@ -167,11 +181,24 @@ def test_filter_error_messages():
     assert "#" in e.msg and "sport/#/ranking" in e.msg, e.msg
     e = raises(validate_filter, "sport+", 0x8F)
     assert "+" in e.msg and "sport+" in e.msg, e.msg
-    e = raises(validate_filter, "$share//t", 0x8F)
-    assert "share name" in e.msg, e.msg
-    e = raises(validate_filter, "$share/g", 0x8F)
-    assert "share name" in e.msg, e.msg
-    e = raises(validate_filter, "$share/g/", 0x8F)
-    assert "share name" in e.msg, e.msg
+    for f in ("$share//t", "$share/g", "$share/g/"):
+        e = raises(subscribe5, f, 0x8F)
+        assert "share name" in e.msg, e.msg
     e = raises(validate_filter, "y" * 100 + "+", 0x8F)
     assert len(e.msg) < 120, e.msg  # a long filter is shortened in the message
+
+
+def test_v5_server_without_shared_or_wildcard_subscriptions():
+    # CONNACK says Shared Subscription Available 0 (0x2A) or Wildcard Subscription Available 0 (0x28): Session5
+    # refuses such a filter before sending anything (0x9E, 0xA2); a malformed share name is still 0x8F.
+    from tinymqtt.session5 import Session5
+    for prop, refused, code in ((0x2A, "$share/g/a", 0x9E), (0x28, "a/+", 0xA2)):
+        s = Session5(client_id="t", max_packet_size=128)
+        s.connect(0)
+        s.outlen = 0
+        s.inbuf[0:7] = bytes([0x20, 5, 0, 0, 2, prop, 0])
+        s.received(7, 0)
+        raises(lambda f: s.subscribe([(f, 0)]), refused, code)
+        raises(lambda f: s.subscribe([(f, 0)]), "$share//a", 0x8F)
+        assert s.outlen == 0
+        assert s.subscribe([("a/b", 0)]) > 0 and s.outlen > 0
