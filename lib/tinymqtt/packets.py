@@ -56,15 +56,20 @@ MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte 
 
 
 def __getattr__(name):
-    # PUBLISH, made on use as a board's application needs it for its Will (a Packet(PUBLISH)); this module's code
-    # uses the private constants above, which MicroPython inlines. The other public names, the packet types
-    # CONNECT..AUTH, the protocol levels V31, V311, V5 and sub_options() (MQTT 5's subscription options byte),
-    # are for tools and tests: props.py, the full codec's, makes them.
-    if name == "PUBLISH":
-        return _PUBLISH
-    if name[0] == "_":  # (CPython's import machinery asks for __path__ and the like)
-        raise AttributeError(name)
-    return getattr(v5(), name)
+    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
+    # global for each (this module's code uses the private constants above, which MicroPython inlines); and
+    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
+    if name == "sub_options":
+        return v5().sub_options
+    if name in NAMES[1:]:
+        return NAMES.index(name)
+    if name == "V31":
+        return _V31
+    if name == "V311":
+        return _V311
+    if name == "V5":
+        return _V5
+    raise AttributeError(name)
 
 
 class Packet:

@@ -88,11 +88,6 @@ _NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPON
 
 
 def __getattr__(name):
-    # Also packets.py's public names but PUBLISH: the packet types, the protocol levels (packets.__getattr__).
-    if name in NAMES[1:]:
-        return NAMES.index(name)
-    if name in ("V31", "V311", "V5"):
-        return ("V31", "V311", "V5").index(name) + 3
     i = _NAMES.find(" %s " % name)
     if i < 0:
         raise AttributeError(name)
