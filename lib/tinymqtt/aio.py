@@ -289,8 +289,10 @@ class AsyncClient(Driver):
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
             box, n = self._inbox, self._inbox_n
-            box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
-                                                             value.retain, value.dup, value.pid, value.props)
+            m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
+                                                                 value.retain, value.dup, value.pid, value.props)
+            if m.qos:  # held by app_acks.py: only this copy acknowledges it (not one from a lost session)
+                self.session._held[m.pid] = m
             self._inbox_n = n + 1
             if n + 1 == len(box):
                 self.session.hold = True  # received() stops before the next packet

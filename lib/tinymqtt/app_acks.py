@@ -5,6 +5,9 @@
 #   PUBLISH --> HELD (delivered; _held[pid] = QoS) --ack()--> QoS 1: PUBACK, gone; QoS 2: PUBREC, Session's table
 #   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
 #   a new session forgets every held message (acking one then sends nothing).
+# A driver that hands out its own copy of a message (the asyncio client) holds that copy instead of the QoS:
+# then only that object acknowledges the id, so a message kept from a lost session sends nothing once the new
+# session reuses its id for another. (Other ack()s go by packet id: tools/spark acks with handles it made.)
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
 from tinymqtt.errors import RemoteProtocolError, protocol_error
@@ -30,21 +33,24 @@ class AppAcks:
             return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self._held = {}  # pid -> QoS: delivered, awaiting the application's ack
+        self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
 
     def ack(self, msg):
         """Acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2). Returns False when `out`
         has no room (write it, then ack again)."""
-        return self._pay(msg.pid)
+        h = self._held.get(msg.pid)
+        return h is not msg and type(h) is not int or self._pay(msg.pid)
 
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
         q = self._held.get(pid)
-        if not q:
+        if q is None:
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
         del self._held[pid]
+        if type(q) is not int:  # a driver's copy
+            q = q.qos
         if q == 2:
             self._rx_add(pid)
         self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
