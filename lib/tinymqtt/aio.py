@@ -206,17 +206,16 @@ class AsyncClient(Driver):
             self._changed.clear()
             await self._changed.wait()
             return await self.publish(*arg)
-        d = self._done
-        try:  # (one try: each nested one makes every awaited flow's coroutine larger)
+        try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
             await arg
-            while d.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
+            while self._done.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
         except LINK_ERRORS as e:  # (the drain: the link closes and nobody waits; the session resends the message)
             self._close(e)
         finally:  # (cancelled by wait_for...: nobody waits any more)
-            r = self._outcome(pid)
-        return None if r is WAITING else getattr(r, "codes", r)
+            arg = self._outcome(pid)
+        return None if arg is WAITING else getattr(arg, "codes", arg)
 
 
     # ---------------------------------------------------------------- tasks
