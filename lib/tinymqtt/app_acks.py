@@ -6,9 +6,9 @@
 #   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
 #   a new session forgets every held message (acking one then sends nothing).
 # A message kept from a lost session must acknowledge nothing once the new session reuses its packet id for
-# another: with manual_ack _held keeps the Packet the application got, whose pid a new session sets to 0; a
-# driver that hands out its own copy (the asyncio client's Message) holds that copy, and only it acknowledges
-# the id. (Otherwise ack() goes by packet id: tools/spark acks with handles it made.)
+# another. With manual_ack each Packet delivered carries _era, the number of new sessions before it; a driver
+# that hands out its own copy (the asyncio client's Message) holds that copy in _held instead of the QoS, and
+# only that object acknowledges the id. (Anything else with a pid acks by packet id: tools/spark's handles.)
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
 from tinymqtt.errors import RemoteProtocolError, protocol_error
@@ -28,19 +28,20 @@ class AppAcks:
 
     hold = parked = False  # (defaults in the class: an instance holds only what it changed)
     hold_pubrel = None
+    _era = 0  # new sessions so far (see the top)
 
     def __init__(self, *args, manual_ack=False, ack_later=False, **options):
         if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
             return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self._held = {}  # pid -> QoS, the Packet (manual_ack) or a driver's copy: delivered, awaiting an ack
+        self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
 
     def ack(self, msg):
         """Acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2). Returns False when `out`
         has no room (write it, then ack again)."""
-        h = self._held.get(msg.pid)
-        return h is not msg and type(h) is not int and type(h) is not type(self._msg) or self._pay(msg.pid)
+        h, e = self._held.get(msg.pid), self._era
+        return h is not msg and (type(h) is not int or getattr(msg, "_era", e) != e) or self._pay(msg.pid)
 
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
@@ -50,7 +51,7 @@ class AppAcks:
         if len(self.out) - self.outlen < 8:
             return False
         del self._held[pid]
-        if type(q) is not int:  # a message
+        if type(q) is not int:  # a driver's copy
             q = q.qos
         if q == 2:
             self._rx_add(pid)
@@ -69,13 +70,12 @@ class AppAcks:
         if len(held) >= (rm if self.version == _V5 else max(64 * rm, 1024)):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d messages unacknowledged)"
                                       % (rm, len(held)))
+        held[pid] = q
         if self.manual_ack:
-            held[pid] = p
+            p._era = self._era
             self._deliver(p)
             self._msg = type(p)(_PUBLISH)  # (a Packet) the application keeps p until its ack(): the next is read anew
-            return
-        held[pid] = q
-        if self._deliver(p) and not self._pay(pid):  # ack_later: a handler took it, so it is acknowledged now
+        elif self._deliver(p) and not self._pay(pid):  # ack_later: a handler took it, so it is acknowledged now
             self._owed = pid  # (or once `out` is written: the handler filled it)
 
     def _pubrel(self, pid):
@@ -98,10 +98,8 @@ class AppAcks:
         # QoS 2 ids: an ack() in on_connect then sends nothing, and puts no stale id in the QoS 2 table (where it
         # would make the new session's message with that id look like a resend, never delivered).
         if not p.reason and not (p.session_present or (self.version == 3 and not self._clean_now)):
-            for m in self._held.values():
-                if type(m) is type(p):  # (a Packet) the application holds it: its id is no session's now
-                    m.pid = 0
             self._held.clear()
+            self._era += 1
         self._base._on_connack(self, p)
 
 
