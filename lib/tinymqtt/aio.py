@@ -217,7 +217,6 @@ class AsyncClient(Driver):
             arg = self._outcome(pid)
         return None if arg is WAITING else getattr(arg, "codes", arg)
 
-
     # ---------------------------------------------------------------- tasks
 
     async def _guard(self, task):
