@@ -17,6 +17,9 @@ _PUBLISH = const(3)
 
 
 _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))  # (CPython has no sleep_ms)
+# What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
+# awaiting it allocates nothing and cannot fail. (CPython: None)
+_YIELD = getattr(asyncio, "SingletonGenerator", None)
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
@@ -32,7 +35,6 @@ class AsyncClient(Driver):
 
     def __init__(self, *args, **options):  # (Driver's: host, port, tls... without batch, the blocking client's)
         Driver.__init__(self, *args, ack_later=True, **options)  # (a session with app_acks.py's ack())
-        self._closed = False
         # Received messages no handler claimed, for messages(): a ring of Receive Maximum entries. QoS 1/2
         # messages are acknowledged when taken (manual_ack: by ack()), so a v5 server sends no more than
         # that many; a PUBLISH that still finds the ring full (QoS 0, or a 3.x server) parks the reader until
@@ -49,8 +51,9 @@ class AsyncClient(Driver):
         # Event of its own, and each waiter checks its own condition again.
         self._changed = asyncio.Event()
         self._connected = asyncio.Event()
-        self._tasks = []
 
+    _closed = False
+    _tasks = ()  # the reader and the ticker, once connect() started them
     stream = property(lambda self: self.transport)  # the port's async stream, None while offline
 
     # ---------------------------------------------------------------- connection
@@ -58,18 +61,17 @@ class AsyncClient(Driver):
     async def connect(self, timeout=10):
         """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
         await self._open()
-        if not self.transport:  # e.g. TLS 1.3: a refused client certificate shows at the first write
-            raise self.last_error
-        self._tasks = [asyncio.create_task(self._guard(self._reader())),
-                       asyncio.create_task(self._guard(self._ticker()))]
-        try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
-        except asyncio.TimeoutError:
-            self.last_error = ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
-        if not self.is_connected():
+        if self.transport:  # (else e.g. TLS 1.3: a refused client certificate shows at the first write)
+            self._tasks = [asyncio.create_task(self._guard(self._reader())),
+                           asyncio.create_task(self._guard(self._ticker()))]
+            try:
+                await asyncio.wait_for(self._connected.wait(), timeout)
+            except asyncio.TimeoutError:
+                self.last_error = ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
+            if self.is_connected():
+                return self.session.session_present
             await self.close()  # (last_error stays)
-            raise self.last_error
-        return self.session.session_present
+        raise self.last_error
 
     async def _open(self):
         # A failure that ends the link closes it (last_error tells why); one of the caller's own raises.
@@ -93,16 +95,13 @@ class AsyncClient(Driver):
         self.reconnect = False
         if self.transport and self.is_connected():
             self.session.disconnect(reason, props)
-            try:
-                await self.flush()
-            except LINK_ERRORS:  # the link died meanwhile (a board stream raises ConnectionLost): closing anyway
-                pass
+            await self.flush()
         await self.close()
 
     async def close(self):
         for t in self._tasks:
             t.cancel()
-        self._tasks = []
+        self._tasks = ()
         self._end()
 
     def _end(self):
@@ -115,11 +114,7 @@ class AsyncClient(Driver):
         self.session.connection_lost()
         self.session.hold = False
         self._inbox_ev.set()
-        d = self._done
-        for pid in d:
-            if d[pid] is WAITING:
-                d[pid] = None
-        self._changed.set()
+        self._changed.set()  # (each awaited flow sees _closed and ends)
 
     # ---------------------------------------------------------------- requests
 
@@ -128,54 +123,49 @@ class AsyncClient(Driver):
         The reader/ticker tasks write it out; call `await flush()` to push it now."""
         return self.session.publish(topic, payload, qos, retain, props)
 
-    async def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
-        """Publishes and, for QoS 1/2 with wait=True, returns when the flow completes with its reason code
-        (0, or 0x10 no matching subscribers). Raises NotDelivered when the server refused the message or it
-        was lost with a session the server no longer has."""
-        s = self.session
-        while True:
-            pid = s.publish(topic, payload, qos, retain, props)
-            if pid >= 0:
-                break
-            self._changed.clear()
-            await self._changed.wait()
-        wait = qos and wait
-        if wait:
-            self._done[pid] = WAITING
-        try:  # (flush() is no coroutine of ours: it costs no allocation)
-            await self.flush()
-        except LINK_ERRORS as e:
-            self._close(e)
-        if not wait:
-            return pid
-        return await self._result(pid)
+    def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
+        """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
+        (0, or 0x10 no matching subscribers), and raises NotDelivered when the server refused the message or it
+        was lost with a session the server no longer has; else returns None once the message is written
+        (publish_nowait() gives its packet id). No coroutine of its own (each would cost heap on MicroPython):
+        QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
+        yield, no coroutine: await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
+        around it)."""
+        pid = self.session.publish(topic, payload, qos, retain, props)
+        if pid < 0:  # every in-flight slot is taken
+            return self._result(-1, (topic, payload, qos, retain, props, wait))
+        return self.flush(pid if qos and wait else 0)
 
     async def subscribe(self, topic, qos=0, handler=None, props=None):
         """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline)."""
-        topics = [(topic, qos)] if isinstance(topic, str) else topic
-        return await self._request(self.session.subscribe(topics, props, handler))
+        return await self.flush(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
+                                                       handler))
 
     async def unsubscribe(self, topic, props=None):
-        return await self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props))
+        return await self.flush(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props))
 
-    async def _request(self, pid):
-        # Writes what is queued; for a SUBSCRIBE's or UNSUBSCRIBE's pid, returns its reason codes once its ack
-        # came (None: offline, pid 0, or the client closed).
+    def flush(self, pid=0):
+        """Writes what is queued now: `await client.flush()`. A link error closes the link (the reader task
+        reconnects; the session keeps every QoS 1/2 message) rather than reaching the caller. Returns the stream's
+        drain() itself when that is MicroPython's bare yield (the socket took everything), not a coroutine of
+        ours: publish_nowait() + flush() allocates nothing."""
+        # (pid: a flow to await after the drain, for publish(), subscribe()...: the awaitable returns its result)
         if pid:
             self._done[pid] = WAITING
         try:
-            await self.flush()
+            self._write()
+            t = self.transport
+            d = t.drain() if t else _sleep_ms(0)
         except LINK_ERRORS as e:
             self._close(e)
-        p = pid and await self._result(pid)
-        return p.codes if p else None
+            d = _sleep_ms(0)
+        return d if not pid and type(d) is _YIELD else self._result(pid, d)
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
-        done = False
-        while not done:
-            done = self.session.ack(message)  # False: `out` is full, written first
-            await self._request(0)
+        while not self.session.ack(message):  # `out` is full: write it first
+            await self.flush()
+        await self.flush()
 
     def __aiter__(self):
         return self
@@ -201,35 +191,33 @@ class AsyncClient(Driver):
             s.hold = False
             self._changed.set()
         if m.qos and not s.manual_ack:
-            try:
-                if not s.ack(m):  # `out` is full: write it first
-                    self._write()
-                    s.ack(m)
-                self._write()  # the stream keeps what the socket cannot take; the next flush drains it
-            except LINK_ERRORS as e:
-                self._close(e)
+            while not s.ack(m):  # `out` is full: write it first
+                await self.flush()
+            await self.flush()  # (written at once; the drain is MicroPython's bare yield, mostly)
         return m
 
-    async def _result(self, pid):
-        # How the flow of pid ended (None: the client closed, also before the flow began, or its slot went with
-        # the link without an ack: a SUBSCRIBE the new connection makes again); raises NotDelivered for a refused
-        # or lost message.
-        d = self._done
-        try:
-            while d.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
+    async def _result(self, pid, arg):
+        # The coroutine behind every awaited request. pid > 0: awaits arg (flush()'s drain), then returns how the
+        # flow of pid ended: a reason code, SUBACK/UNSUBACK's codes, or None (the client closed, also before the
+        # flow began, or its slot went with the link without an ack: a SUBSCRIBE the new connection makes again);
+        # raises NotDelivered for a refused or lost message. pid 0: only the drain (_done never holds 0).
+        # pid -1: every in-flight slot was taken; arg: publish()'s arguments, published again after a change.
+        if pid < 0:
+            self._changed.clear()
+            await self._changed.wait()
+            return await self.publish(*arg)
+        try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
+            await arg
+            while self._done.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
+        except LINK_ERRORS as e:  # (the drain: the link closes and nobody waits; the session resends the message)
+            self._close(e)
         finally:  # (cancelled by wait_for...: nobody waits any more)
-            r = self._outcome(pid)
-        return None if r is WAITING else r
+            arg = self._outcome(pid)
+        return None if arg is WAITING else getattr(arg, "codes", arg)
 
     # ---------------------------------------------------------------- tasks
-
-    def flush(self):
-        """Writes what is queued now: `await client.flush()`. Returns the stream's drain() itself (a bare yield
-        when the socket took everything), not a coroutine of ours: publish_nowait() + flush() allocates nothing."""
-        self._write()
-        return self.transport.drain() if self.transport else _sleep_ms(0)
 
     async def _guard(self, task):
         # An error in a task that is not the link's (those end a connection and are handled inside): a handler's
@@ -238,8 +226,7 @@ class AsyncClient(Driver):
         try:
             await task
         except Exception as e:
-            self.reconnect = False
-            if self.transport:
+            if self.transport:  # (_close(): connect() is woken below, and _end() ends reconnecting)
                 self._close(e)
             self.last_error = e
             self._connected.set()
@@ -261,7 +248,7 @@ class AsyncClient(Driver):
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
                     n = 0
-                    if s.outlen:  # acks to send (flush() inlined: a call costs an allocation)
+                    if s.outlen:  # acks to send (not flush(): a link error is this task's to handle, below)
                         self._write()
                         await st.drain()
                     if not more:
@@ -289,8 +276,10 @@ class AsyncClient(Driver):
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
             box, n = self._inbox, self._inbox_n
-            box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
-                                                             value.retain, value.dup, value.pid, value.props)
+            m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
+                                                                 value.retain, value.dup, value.pid, value.props)
+            if m.qos:  # held by app_acks.py: only this copy acknowledges it (not one from a lost session)
+                self.session._held[m.pid] = m
             self._inbox_n = n + 1
             if n + 1 == len(box):
                 self.session.hold = True  # received() stops before the next packet

@@ -5,6 +5,10 @@
 #   PUBLISH --> HELD (delivered; _held[pid] = QoS) --ack()--> QoS 1: PUBACK, gone; QoS 2: PUBREC, Session's table
 #   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
 #   a new session forgets every held message (acking one then sends nothing).
+# A message kept from a lost session must acknowledge nothing once the new session reuses its packet id for
+# another. With manual_ack each Packet delivered carries _era, the number of new sessions before it; a driver
+# that hands out its own copy (the asyncio client's Message) holds that copy in _held instead of the QoS, and
+# only that object acknowledges the id. (Anything else with a pid acks by packet id: tools/spark's handles.)
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
 from tinymqtt.errors import RemoteProtocolError, protocol_error
@@ -24,27 +28,31 @@ class AppAcks:
 
     hold = parked = False  # (defaults in the class: an instance holds only what it changed)
     hold_pubrel = None
+    _era = 0  # new sessions so far (see the top)
 
     def __init__(self, *args, manual_ack=False, ack_later=False, **options):
         if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
             return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self._held = {}  # pid -> QoS: delivered, awaiting the application's ack
+        self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
 
     def ack(self, msg):
         """Acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2). Returns False when `out`
         has no room (write it, then ack again)."""
-        return self._pay(msg.pid)
+        h, e = self._held.get(msg.pid), self._era
+        return h is not msg and (type(h) is not int or getattr(msg, "_era", e) != e) or self._pay(msg.pid)
 
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
         q = self._held.get(pid)
-        if not q:
+        if q is None:
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
         del self._held[pid]
+        if type(q) is not int:  # a driver's copy
+            q = q.qos
         if q == 2:
             self._rx_add(pid)
         self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
@@ -64,6 +72,7 @@ class AppAcks:
                                       % (rm, len(held)))
         held[pid] = q
         if self.manual_ack:
+            p._era = self._era
             self._deliver(p)
             self._msg = type(p)(_PUBLISH)  # (a Packet) the application keeps p until its ack(): the next is read anew
         elif self._deliver(p) and not self._pay(pid):  # ack_later: a handler took it, so it is acknowledged now
@@ -90,6 +99,7 @@ class AppAcks:
         # would make the new session's message with that id look like a resend, never delivered).
         if not p.reason and not (p.session_present or (self.version == 3 and not self._clean_now)):
             self._held.clear()
+            self._era += 1
         self._base._on_connack(self, p)
 
 

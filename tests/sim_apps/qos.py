@@ -21,7 +21,8 @@ async def main():
     out = config.PREFIX + "out"
     codes = []
     for i in range(N // 2):
-        codes.append(await c.publish(out, b"m%d" % i, qos=Q))
+        code = await c.publish(out, b"m%d" % i, qos=Q)
+        codes.append(0 if not Q and code is None else code)  # (QoS 0: None, there is no ack to wait for)
     for i in range(N // 2, N):
         while c.publish_nowait(out, b"m%d" % i, qos=Q) < 0:  # every in-flight slot taken: let acks in
             await c.flush()

@@ -1,0 +1,62 @@
+# The asyncio client's acknowledgements across a lost session: a message received before the link dropped is
+# still handed out by messages(), but its packet id belongs to a session the server no longer has. When the new
+# session reuses that id for another message, taking or ack()ing the old one must send nothing: only the new
+# message's own ack may acknowledge it. (Scripted fake server: the exact packets and their order are the point.)
+import asyncio
+import time
+
+import pytest
+
+import tinymqtt_port
+from tests.support.fakebroker import FakeBroker
+from tinymqtt.aio import AsyncClient
+from tinymqtt.packets import Packet, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
+
+ACK = {1: PUBACK, 2: PUBREC}
+
+
+async def until(cond, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("manual", [False, True], ids=["taken", "manual_ack"])
+@pytest.mark.parametrize("version,qos", [(5, 1), (5, 2), (4, 1), (4, 2)])
+async def test_a_message_from_a_lost_session_acknowledges_nothing_in_the_new_one(version, qos, manual):
+    def server(fb):
+        fb.handshake()
+        fb.send(Packet(PUBLISH, topic="m", payload=b"old", qos=qos, pid=5))
+        fb.expect(PUBLISH, topic="ready", timeout=10)  # (connect() returned before the link drops)
+        fb.close()
+        fb.handshake(session_present=False)  # the session that sent "old" is gone; its id 5 is free again
+        fb.send(Packet(PUBLISH, topic="m", payload=b"new", qos=qos, pid=5))
+        fb.expect(PUBLISH, topic="mark", timeout=10)  # the old message's turn came first: nothing before this
+        fb.expect(ACK[qos], pid=5, timeout=10)  # the new message's own ack
+        if qos == 2:
+            fb.send(Packet(PUBREL, pid=5))
+            fb.expect(PUBCOMP, pid=5, timeout=10)
+        fb.expect_nothing(0.2)
+
+    fb = FakeBroker(version)
+    c = AsyncClient("127.0.0.1", fb.port, version=version, client_id="t1", port_impl=tinymqtt_port,
+                    backoff_min_ms=10, backoff_max_ms=40, manual_ack=manual)
+    fb.start(server)
+    try:
+        await c.connect()
+        await c.publish("ready", b"", 0)
+        await until(lambda: c._inbox_n == 2)  # both wait in the inbox: "old" from the first session
+        it = c.messages()
+        old = await asyncio.wait_for(it.__anext__(), 10)
+        if manual:
+            await c.ack(old)
+        await c.publish("mark", b"", 0)
+        new = await asyncio.wait_for(it.__anext__(), 10)
+        assert (old.payload, old.pid, new.payload, new.pid) == (b"old", 5, b"new", 5)
+        if manual:
+            await c.ack(new)
+        await asyncio.get_running_loop().run_in_executor(None, fb.join)
+    finally:
+        await c.close()
+        fb.stop()
