@@ -87,9 +87,9 @@ class Session:
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
-        # Inbound QoS 2 flows past our PUBREC, until PUBREL: _rx_n ids in _rx_pid, a list (0 beyond them) searched
-        # whole for every QoS 2 message; a set where the window is large (desktop: thousands may be open).
-        self._rx_pid = [0] * receive_maximum if receive_maximum <= 64 else set()
+        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their _rx_n ids. A set: once its table has grown to
+        # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
+        self._rx_pid = set()
         self._rx_n = 0
         self._resub = False
         self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
@@ -161,7 +161,7 @@ class Session:
             self._resub = True
         if not present:  # the server has no inbound flow of ours left
             self._rx_n = self._owed = 0
-            self._rx_pid = [0] * len(self._rx_pid) if self.receive_maximum <= 64 else set()
+            self._rx_pid = set()
         todo = self._resub_todo = []
         if (self._resub or not present) and self.subs:
             # A new session subscribes again, in the order of self.subs: each filter with properties on its own,
@@ -451,17 +451,11 @@ class Session:
 
     def _rx_add(self, pid):
         # 3.x servers never hear our Receive Maximum, and mosquitto 2.0 frees a v5 QoS 2 slot at our PUBREC, so
-        # the table may overshoot it: it grows (allocating only then) up to 64x (min 1024); beyond, 0x93.
+        # the table may overshoot it, up to 64x (min 1024); beyond, 0x93.
         n, rm = self._rx_n, self.receive_maximum
         if n >= max(64 * rm, 1024):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)" % (rm, n))
-        rx = self._rx_pid
-        if rm > 64:
-            rx.add(pid)
-        else:
-            if n == len(rx):
-                rx.append(0)
-            rx[n] = pid
+        self._rx_pid.add(pid)
         self._rx_n = n + 1
 
     def complete(self, pid):
@@ -470,18 +464,10 @@ class Session:
         if len(self.out) - self.outlen < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
-        if pid and pid in rx:
-            n = self._rx_n - 1
-            self._rx_n = n
+        if pid in rx:
+            rx.remove(pid)
+            self._rx_n -= 1
             code = 0
-            if self.receive_maximum > 64:
-                rx.discard(pid)
-            else:  # the last row takes the place of the one removed
-                j = rx.index(pid)
-                rx[j] = rx[n]
-                rx[n] = 0
-                if n >= 64:  # a list an overshooting server grew shrinks again: `in` scans every row
-                    rx.pop()
         self._send(_PUBCOMP, pid, code)
         return True
 
