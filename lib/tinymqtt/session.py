@@ -198,12 +198,9 @@ class Session:
             payload = payload.encode()
         if not 0 <= qos <= self.max_qos:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
-        n = self._plen(t, payload, qos, props, 0)
-        if n > self.server_max_packet or n > len(self.out):
-            raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
-                                     % (n, self.server_max_packet, len(self.out)))
+        n = self._fit(self._plen(t, payload, qos, props, 0))
         f = self.flights
-        if not qos and self.state == CONNECTED and len(self.out) - self.outlen >= n and f.next_queued() < 0 \
+        if not qos and self.state == CONNECTED and self._free() >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
             self._put(t, payload, 0, retain, 0, 0, props, 0)
@@ -229,7 +226,7 @@ class Session:
                     topics.append(t)
             props = todo[0][1]
             if topics:
-                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                if f.count == f.size or self._free() < self._sub_len(topics, props):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             todo.pop(0)
@@ -241,7 +238,7 @@ class Session:
             if i < 0:
                 return
             if f.state[i] == _RELQ:
-                if len(self.out) - self.outlen < 8:
+                if self._free() < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
@@ -251,7 +248,7 @@ class Session:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
             dup = f.state[i] == _RESEND
-            if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
+            if self._free() < self._plen(t, pl, q, pr, dup):
                 return
             self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr, 0)
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
@@ -273,10 +270,7 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        n = self._sub_len(topics, props)
-        if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
-                                     % (n, self.server_max_packet, len(self.out)))
+        self._fit(self._sub_len(topics, props))  # (recorded, it would fail again on every reconnect)
         for f, o in topics:
             self.subs[f] = (o, props)
             if handler:
@@ -324,12 +318,12 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == CONNECTED and len(self.out) - self.outlen >= 8:
+        if o and self.state == CONNECTED and self._free() >= 8:
             self._owed = 0
             self._pay(o)
         try:
             while pos < end:
-                if len(self.out) - self.outlen < _ROOM:
+                if self._free() < _ROOM:
                     more = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -364,7 +358,7 @@ class Session:
         if not pid:
             if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
-            if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
+            if 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
                 raise protocol_error("a server never sends %s" % NAMES[t])
             p = decode(self._inmv[pos:pos + total], self.version)
             if self.state == CONNECTING:
@@ -429,7 +423,7 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
+            if self._free() < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
                 self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
@@ -461,7 +455,7 @@ class Session:
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
         has no room."""
-        if len(self.out) - self.outlen < 8:
+        if self._free() < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
@@ -506,7 +500,7 @@ class Session:
     def ping(self, now):
         """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
         a barrier: its PINGRESP means the server has read everything sent before it."""
-        if self.pinging or len(self.out) - self.outlen < 2:
+        if self.pinging or self._free() < 2:
             return False
         self.out[self.outlen] = 0xC0
         self.out[self.outlen + 1] = 0
@@ -516,6 +510,16 @@ class Session:
         return True
 
     # ------------------------------------------------------------ output
+
+    def _free(self):
+        return len(self.out) - self.outlen  # bytes free in `out`
+
+    def _fit(self, n):
+        # n, the size of a packet we are asked to send, if `out` and the server's Maximum Packet Size take it
+        if n > self.server_max_packet or n > len(self.out):
+            raise LocalProtocolError(0x95, "a %d-byte packet exceeds the maximum packet size (server %d, ours %d)"
+                                     % (n, self.server_max_packet, len(self.out)))
+        return n
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
