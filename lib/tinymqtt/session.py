@@ -49,7 +49,10 @@ _SENT = const(3)
 _RELEASED = const(4)
 _RELQ = const(5)
 
-DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
+DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2  # Session.state (the code below uses the constants)
+_DISCONNECTED = const(0)
+_CONNECTING = const(1)
+_CONNECTED = const(2)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 
@@ -94,7 +97,7 @@ class Session:
         self._resub = False
         self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
         self._connected_once = False
-        self.state = DISCONNECTED
+        self.state = _DISCONNECTED
         self.session_present = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
@@ -127,18 +130,18 @@ class Session:
         self._clean_now = clean
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
                           username=self.username, password=self.password, props=self._cp), 0, 0)
-        self.state = CONNECTING
+        self.state = _CONNECTING
 
     def connection_lost(self):
         """The driver saw the transport close. In-flight state stays for the next connection."""
-        self.state = DISCONNECTED
+        self.state = _DISCONNECTED
         self.pinging = False
 
     def disconnect(self, reason=0, props=None):
         """Writes DISCONNECT (v5: with reason code and props; 0x04 asks the server to publish the will)."""
-        if self.state != DISCONNECTED:
+        if self.state != _DISCONNECTED:
             self._send(Packet(_DISCONNECT, reason=reason, props=props), 0, 0)
-        self.state = DISCONNECTED
+        self.state = _DISCONNECTED
 
     def _on_connack(self, p):
         # (Session5 reads its CONNACK's reason code and properties first, then comes here.)
@@ -151,7 +154,7 @@ class Session:
         if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
             raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
-        self.state = CONNECTED
+        self.state = _CONNECTED
         self._connected_once = True
         for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
             # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (SUBSCRIBE with the others, below); the kept
@@ -200,7 +203,7 @@ class Session:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
         n = self._fit(self._plen(t, payload, qos, props, 0))
         f = self.flights
-        if not qos and self.state == CONNECTED and self._free() >= n and f.next_queued() < 0 \
+        if not qos and self.state == _CONNECTED and self._free() >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
             self._put(t, payload, 0, retain, 0, 0, props, 0)
@@ -215,7 +218,7 @@ class Session:
     def pump(self):
         """Sends what a new session subscribes again, then queued messages and PUBREL resends, in order, while
         packet ids, the window and `out` have room."""
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             return
         f = self.flights
         todo = self._resub_todo
@@ -276,7 +279,7 @@ class Session:
             if handler:
                 self._unhandle((f,))
                 self._handlers.append((f, handler))
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             self._resub = True
             return 0
         return self._request(_SUBSCRIBE, topics, props)
@@ -285,7 +288,7 @@ class Session:
         for f in filters:
             self.subs.pop(f, None)
         self._unhandle(filters)
-        return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
+        return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
 
     def _unhandle(self, filters):
         # A new list without the handlers of these filters (one that _on_publish is walking stays as it was).
@@ -318,7 +321,7 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == CONNECTED and self._free() >= 8:
+        if o and self.state == _CONNECTED and self._free() >= 8:
             self._owed = 0
             self._pay(o)
         try:
@@ -334,7 +337,7 @@ class Session:
                     break
                 pos += total
         except RemoteProtocolError:  # the server broke the rules (Session5 tells it why): the driver closes the link
-            self.state = DISCONNECTED
+            self.state = _DISCONNECTED
             raise
         finally:
             if pos:  # keep the partial packet at the front
@@ -345,23 +348,23 @@ class Session:
                     for j in range(k):
                         buf[j] = buf[pos + j]
                 self.inlen = k
-        return more or (self._owed != 0 and self.state == CONNECTED)  # (paid at the next call)
+        return more or (self._owed != 0 and self.state == _CONNECTED)  # (paid at the next call)
 
     def _packet(self, buf, pos, total, pid, reason):
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
-        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+        if total == 4 and self.state == _CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
             # The common acks, a bare packet id, handled without building a Packet, so nothing is allocated.
             # Anything else (packet id 0 too) takes the full decoder, which validates it.
             pid = buf[pos + 2] << 8 | buf[pos + 3]
         if not pid:
-            if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet
+            if t == _PUBLISH and self.state != _CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
             if 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
                 raise protocol_error("a server never sends %s" % NAMES[t])
             p = decode(self._inmv[pos:pos + total], self.version)
-            if self.state == CONNECTING:
+            if self.state == _CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)
                 raise protocol_error("%s before CONNACK" % NAMES[t])
@@ -472,13 +475,13 @@ class Session:
     def tick(self, now):
         """Keep-alive, dead-link detection and 3.x retries. Returns milliseconds until it is due again."""
         self._now = now
-        if self.state == CONNECTING:
+        if self.state == _CONNECTING:
             left = self.connect_timeout_ms - ticks_diff(now, self._ping_at)
             if left <= 0:
-                self.state = DISCONNECTED
+                self.state = _DISCONNECTED
                 raise ConnectionLost(0x88, "no CONNACK within %d ms" % self.connect_timeout_ms)
             return left
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             return 1000
         wait = 60000
         ka = self.keepalive_ms
@@ -487,7 +490,7 @@ class Session:
             if self.pinging:
                 wait = half - ticks_diff(now, self._ping_at)
                 if wait <= 0:
-                    self.state = DISCONNECTED
+                    self.state = _DISCONNECTED
                     raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % half)
             else:
                 idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
