@@ -94,8 +94,7 @@ class Session:
         # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
         self._rx_pid = set()
         self._rx_n = 0
-        self._resub = False
-        self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
+        self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs to send once connected, with a packet id and room
         self._connected_once = False
         self.state = _DISCONNECTED
         self.session_present = False
@@ -156,28 +155,28 @@ class Session:
         self.session_present = present
         self.state = _CONNECTED
         self._connected_once = True
+        again = not present
         for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
-            # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (SUBSCRIBE with the others, below); the kept
-            # session may still have what the application unsubscribed from
+            # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (the kept session may still have what the
+            # application unsubscribed from), and every subscription with it, to confirm what stays
             if present and t == _UNSUBSCRIBE:
                 self._request(t, topics, props)
-            self._resub = True
+            again = True
         if not present:  # the server has no inbound flow of ours left
             self._rx_n = self._owed = 0
-            self._rx_pid = set()
-        todo = self._resub_todo = []
-        if (self._resub or not present) and self.subs:
-            # A new session subscribes again, in the order of self.subs: each filter with properties on its own,
+            self._rx_pid.clear()
+        if again:
+            # Every subscription again, in the order of self.subs: each filter with properties on its own,
             # the ones without between them together, in SUBSCRIBEs that fit `out` and the server's Maximum Packet
             # Size, sent by pump() (what finds no packet id or no room now, as every slot may hold a queued
-            # message: later).
+            # message: later; what is left when the connection ends, on the next one).
+            todo = self._resub_todo = []
             limit = min(len(self.out), self.server_max_packet)
             for f in self.subs:
                 o, pr = self.subs[f]
                 if pr or not todo or todo[-1][1] or self._sub_len(todo[-1][0] + [(f, o)], None) > limit:
                     todo.append(([], pr))
                 todo[-1][0].append((f, o))
-            self._resub = True  # until every one is sent: a new connection starts them again
         self.pump()
         self.on_event(_CONNACK, p, 0)
 
@@ -216,7 +215,7 @@ class Session:
         return pid
 
     def pump(self):
-        """Sends what a new session subscribes again, then queued messages and PUBREL resends, in order, while
+        """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
         packet ids, the window and `out` have room."""
         if self.state != _CONNECTED:
             return
@@ -233,8 +232,6 @@ class Session:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             todo.pop(0)
-            if not todo:
-                self._resub = False
         window = min(self.server_receive_maximum, f.size)
         while True:
             i = f.next_queued()
@@ -279,8 +276,8 @@ class Session:
             if handler:
                 self._unhandle((f,))
                 self._handlers.append((f, handler))
-        if self.state != _CONNECTED:
-            self._resub = True
+        if self.state != _CONNECTED:  # sent once connected (pump)
+            self._resub_todo.append((topics, props))
             return 0
         return self._request(_SUBSCRIBE, topics, props)
 
