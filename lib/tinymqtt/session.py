@@ -23,8 +23,7 @@ from tinymqtt.wire import vbi_len
 try:
     from micropython import const
 except ImportError:  # CPython
-    def const(x):
-        return x
+    const = int
 
 # Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
 # would cost a global, its name and a lookup at every use.
