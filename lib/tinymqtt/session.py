@@ -231,7 +231,7 @@ class Session:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             todo.pop(0)
-        window = min(self.server_receive_maximum, f.size)
+        window = self.server_receive_maximum  # (the slots bound unacked too)
         while True:
             i = f.next_queued()
             if i < 0:
@@ -271,28 +271,29 @@ class Session:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
         self._fit(self._sub_len(topics, props))  # (recorded, it would fail again on every reconnect)
         for f, o in topics:
-            self.subs[f] = (o, props)
             if handler:
-                self._unhandle((f,))
+                self._forget((f,))
                 self._handlers.append((f, handler))
+            self.subs[f] = (o, props)
         if self.state != _CONNECTED:  # sent once connected (pump)
             self._resub_todo.append((topics, props))
             return 0
         return self._request(_SUBSCRIBE, topics, props)
 
     def unsubscribe(self, filters, props=None):
-        for f in filters:
-            self.subs.pop(f, None)
-        self._unhandle(filters)
+        self._forget(filters)
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
 
-    def _unhandle(self, filters):
-        # A new list without the handlers of these filters (one that _on_publish is walking stays as it was).
+    def _forget(self, filters):
+        # Drops these filters' subscriptions and handlers: a new handler list (one that _deliver is walking stays
+        # as it was).
         hs = []  # (a comprehension would close over filters: a cell per call)
         for h in self._handlers:
             if h[0] not in filters:
                 hs.append(h)
         self._handlers = hs
+        for f in filters:
+            self.subs.pop(f, None)
 
     def _request(self, t, topics, props):
         i = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
@@ -370,18 +371,16 @@ class Session:
                 if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
                     self.unsolicited += 1
                     return
-                topics = f.topic[i]
-                if t != f.retain[i] + 1:  # checked before the request is let go: a reconnect asks again
-                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[f.retain[i]]))
-                if p.codes is not None and len(p.codes) != len(topics):
-                    raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
-                                                                                  len(topics)))
+                topics, codes = f.topic[i], p.codes
+                if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
+                    # (checked before the request is let go: a reconnect asks again)
+                    raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
+                                         % (NAMES[t], p.pid, NAMES[f.retain[i]], len(topics), codes))
                 f.mark(i, 0, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
-                        if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                            self.subs.pop(topics[k][0], None)
-                            self._unhandle((topics[k][0],))
+                        if codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                            self._forget((topics[k][0],))
                 self.on_event(t, p, 0)
                 return  # (None: received() goes on)
             if t == _PINGRESP:
