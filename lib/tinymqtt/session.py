@@ -93,7 +93,7 @@ class Session:
         # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
         self._rx_pid = set()
         self._rx_n = 0
-        self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs to send once connected, with a packet id and room
+        self._resub_todo = []  # filters to subscribe (again) once connected, in order, when packet ids and room allow
         self._connected_once = False
         self.state = _DISCONNECTED
         self.session_present = False
@@ -164,18 +164,8 @@ class Session:
         if not present:  # the server has no inbound flow of ours left
             self._rx_n = self._owed = 0
             self._rx_pid.clear()
-        if again:
-            # Every subscription again, in the order of self.subs: each filter with properties on its own,
-            # the ones without between them together, in SUBSCRIBEs that fit `out` and the server's Maximum Packet
-            # Size, sent by pump() (what finds no packet id or no room now, as every slot may hold a queued
-            # message: later; what is left when the connection ends, on the next one).
-            todo = self._resub_todo = []
-            limit = min(len(self.out), self.server_max_packet)
-            for f in self.subs:
-                o, pr = self.subs[f]
-                if pr or not todo or todo[-1][1] or self._sub_len(todo[-1][0] + [(f, o)], None) > limit:
-                    todo.append(([], pr))
-                todo[-1][0].append((f, o))
+        if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
+            self._resub_todo = list(self.subs)
         self.pump()
         self.on_event(_CONNACK, p, 0)
 
@@ -221,16 +211,24 @@ class Session:
         f = self.flights
         todo = self._resub_todo
         while todo:
-            topics = []
-            for t in todo[0][0]:
-                if t[0] in self.subs:  # not what was unsubscribed meanwhile
-                    topics.append(t)
-            props = todo[0][1]
+            # The next SUBSCRIBE: the first filters still subscribed (one unsubscribed meanwhile is skipped), one
+            # with properties on its own, the others together while they fit `out` and the server's Maximum
+            # Packet Size.
+            topics, props, k = [], None, 0
+            for t in todo:
+                o = self.subs.get(t)
+                if o:
+                    if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None)
+                                   > min(len(self.out), self.server_max_packet)):
+                        break
+                    topics.append((t, o[0]))
+                    props = o[1]
+                k += 1
             if topics:
                 if f.count == f.size or self._free() < self._sub_len(topics, props):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
-            todo.pop(0)
+            del todo[:k]
         window = self.server_receive_maximum  # (the slots bound unacked too)
         while True:
             i = f.next_queued()
@@ -275,8 +273,9 @@ class Session:
                 self._forget((f,))
                 self._handlers.append((f, handler))
             self.subs[f] = (o, props)
-        if self.state != _CONNECTED:  # sent once connected (pump)
-            self._resub_todo.append((topics, props))
+            if self.state != _CONNECTED:  # sent once connected (pump)
+                self._resub_todo.append(f)
+        if self.state != _CONNECTED:
             return 0
         return self._request(_SUBSCRIBE, topics, props)
 
