@@ -89,10 +89,9 @@ class Session:
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
-        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their _rx_n ids. A set: once its table has grown to
+        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. A set: once its table has grown to
         # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
         self._rx_pid = set()
-        self._rx_n = 0
         self._resub_todo = []  # filters to subscribe (again) once connected, in order, when packet ids and room allow
         self._connected_once = False
         self.state = _DISCONNECTED
@@ -162,7 +161,7 @@ class Session:
                 self._request(t, topics, props)
             again = True
         if not present:  # the server has no inbound flow of ours left
-            self._rx_n = self._owed = 0
+            self._owed = 0
             self._rx_pid.clear()
         if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
             self._resub_todo = list(self.subs)
@@ -443,11 +442,10 @@ class Session:
     def _rx_add(self, pid):
         # 3.x servers never hear our Receive Maximum, and mosquitto 2.0 frees a v5 QoS 2 slot at our PUBREC, so
         # the table may overshoot it, up to 64x (min 1024); beyond, 0x93.
-        n, rm = self._rx_n, self.receive_maximum
+        n, rm = len(self._rx_pid), self.receive_maximum
         if n >= max(64 * rm, 1024):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)" % (rm, n))
         self._rx_pid.add(pid)
-        self._rx_n = n + 1
 
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
@@ -457,7 +455,6 @@ class Session:
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
             rx.remove(pid)
-            self._rx_n -= 1
             code = 0
         self._send(_PUBCOMP, pid, code)
         return True
