@@ -422,10 +422,11 @@ class Session:
             if self._free() < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
-                self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
+                self._pay(pid)
 
     def _pay(self, pid):
-        # The ack _on_publish owed (QoS 2 ids are in the table from before delivery; ids are never shared).
+        # The ack of a delivered message, now or once `out` has room (QoS 2 ids are in the table from before
+        # delivery; ids are never shared).
         self._send(_PUBREC if pid in self._rx_pid else _PUBACK, pid, 0)
 
     def _deliver(self, p):
