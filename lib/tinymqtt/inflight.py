@@ -108,9 +108,9 @@ class Inflight:
             if self.state[i]:
                 order.append(i)
         order.sort(key=lambda i: self.seq[i])
-        for st in (RELQ, QUEUED):
+        for bits in (0x20, 0x6):  # RELQ, then QUEUED and RESEND
             for i in order:
-                if self.state[i] == st or (st == QUEUED and self.state[i] == RESEND):
+                if bits >> self.state[i] & 1:
                     self._ring[self._len] = i
                     self._len += 1
         return order
