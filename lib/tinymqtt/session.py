@@ -384,7 +384,7 @@ class Session:
             if t == _PINGRESP:
                 self.pinging = False
                 return
-            if not _PUBACK <= t <= _PUBCOMP:  # a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
+            if not 0xF0 >> t & 1:  # not PUBACK-PUBCOMP: a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
                 raise protocol_error("a server never sends %s after CONNACK" % NAMES[t])
             pid = p.pid
             reason = p.reason
