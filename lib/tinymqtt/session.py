@@ -338,7 +338,7 @@ class Session:
             if pos:  # keep the partial packet at the front
                 k = end - pos
                 if k > 64:
-                    buf[0:k] = bytes(buf[pos:end])
+                    buf[0:k] = buf[pos:end]  # (the slice is a copy: overlap is safe)
                 else:
                     for j in range(k):
                         buf[j] = buf[pos + j]
