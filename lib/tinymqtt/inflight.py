@@ -2,7 +2,7 @@
 # a steady stream of publishes allocates nothing. A packet id maps to slot pid % size, which makes ack
 # lookup O(1); a message keeps its full topic (never an alias) and a reference to the caller's payload.
 # Every state transition of an outbound flow is here (pump() only sends what a slot's state says to send).
-from tinymqtt.packets import Packet
+from tinymqtt.packets import Packet, const  # (const: micropython's, or int on CPython)
 
 # The states of a slot, and what moves it (MQTT 4.3; a retry resends with DUP set, a PUBREL as it was):
 #
@@ -18,10 +18,7 @@ from tinymqtt.packets import Packet
 #   its packet type, props its properties): FREE on its SUBACK/UNSUBACK or on a new connection.
 # SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
 # A set of states is tested as a bit mask of their numbers (0x18 >> st & 1: SENT or RELEASED): one operation.
-try:
-    from micropython import const  # the names stay importable; this module's code uses them as literals
-except ImportError:  # CPython
-    const = int
+# (the names stay importable; this module's code uses them as literals)
 FREE = const(0)
 QUEUED = const(1)
 RESEND = const(2)

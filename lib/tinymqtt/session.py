@@ -15,18 +15,14 @@
 # Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: a session
 # asking for them is built with it, and a build without it (profile mqtt311) refuses.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
+from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
 
-try:
-    from micropython import const
-except ImportError:  # CPython
-    const = int
-
 # Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
-# would cost a global, its name and a lookup at every use.
+# would cost a global, its name and a lookup at every use. (const: micropython's, via packets.py; int on CPython;
+# session5 and app_acks import it from here.)
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
