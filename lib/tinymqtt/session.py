@@ -184,7 +184,7 @@ class Session:
             payload = payload.encode()
         if not 0 <= qos <= self.max_qos:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
-        n = self._fit(self._plen(t, payload, qos, props, 0))
+        n = self._fit(self._plen(t, payload, qos, props, 0), _PUBLISH)
         f = self.flights
         if not qos and self.state == _CONNECTED and self._free() >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
@@ -262,7 +262,7 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        self._fit(self._sub_len(topics, props))  # (recorded, it would fail again on every reconnect)
+        self._fit(self._sub_len(topics, props), _SUBSCRIBE)  # (recorded, it would fail again on every reconnect)
         for f, o in topics:
             if handler:
                 self._forget((f,))
@@ -505,10 +505,14 @@ class Session:
     def _free(self):
         return len(self.out) - self.outlen  # bytes free in `out`
 
-    def _fit(self, n):
-        # n, the size of a packet we are asked to send, if `out` and the server's Maximum Packet Size take it
+    def _fit(self, n, t):
+        # n, the size of a packet of type t we are asked to send, if `out` and the server's Maximum Packet Size
+        # take it. (Two raises: on boards each message shrinks to the packet it names.)
         if n > self.server_max_packet or n > len(self.out):
-            raise LocalProtocolError(0x95, "a %d-byte packet exceeds the maximum packet size (server %d, ours %d)"
+            if t == _PUBLISH:
+                raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
+                                         % (n, self.server_max_packet, len(self.out)))
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
                                      % (n, self.server_max_packet, len(self.out)))
         return n
 
