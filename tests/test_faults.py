@@ -164,7 +164,7 @@ def drive(c, done, seconds, what, px, seed, others=(), state=None):
 def client_state(c):
     s = c.session
     return "connected %s, %d in flight (%d unacked), %d inbound QoS 2 open, last error %r, %d LOST, session present: %s" % (
-        c.is_connected(), s.flights.count, s.flights.unacked, s._rx_n, c.last_error, len(getattr(c, "lost", ())),
+        c.is_connected(), s.flights.count, s.flights.unacked, len(s._rx_pid), c.last_error, len(getattr(c, "lost", ())),
         "".join("1" if p else "0" for p in getattr(c, "presents", ())))
 
 
@@ -212,7 +212,7 @@ def test_publisher_survives_random_cuts(make_broker, version):
 
 def wait_rx_closed(c, px, seed):
     # Every inbound QoS 2 flow ends with the broker's PUBREL; the last ones may still be on their way.
-    drive(c, lambda: c.session._rx_n == 0, 10, "inbound QoS 2 flows", px, seed)
+    drive(c, lambda: len(c.session._rx_pid) == 0, 10, "inbound QoS 2 flows", px, seed)
 
 
 @pytest.mark.parametrize("version", [5, 4], ids=["v5", "v3.1.1"])
@@ -271,7 +271,7 @@ async def test_asyncio_publisher_and_subscriber_survive_random_cuts(make_broker)
             await c.publish(topic + "/up", b"q2-%06d" % i, 2, wait=False)
         end = time.monotonic() + 90
         while not (not c.session.flights.count and not f.is_alive() and all_in(rx, n) and all_in(w.got, n)
-                   and c.session._rx_n == 0):
+                   and len(c.session._rx_pid) == 0):
             assert not f.error and not w.error, f.error or w.error
             assert time.monotonic() < end, "asyncio: not done within 90 s (wedged?) " + diagnostics(px, seed)
             await asyncio.sleep(0.02)
@@ -316,7 +316,7 @@ def test_broker_restart_with_persistence(make_broker):
                 br.restart()
                 restarts.append(time.monotonic())
         drive(c, lambda: (not c.session.flights.count and not f.is_alive() and all_in(rx, n) and all_in(w.got, n)
-                          and c.session._rx_n == 0), 90, "restart", px, seed, [f, w],
+                          and len(c.session._rx_pid) == 0), 90, "restart", px, seed, [f, w],
               lambda: "; feeder alive %s (%s), watcher (%s), %d of %d received, %d of %d at the watcher" % (
                   f.is_alive(), client_state(f.c), client_state(w.c), len(rx), 2 * n, len(w.got), 2 * n))
         elapsed = time.monotonic() - t0

@@ -78,7 +78,7 @@ async def main():
                 gc.collect()
                 m = min(m, gc.mem_alloc())
             s = c.session
-            print("HEAP", time.ticks_diff(now, t0), m, s.flights.count, s._rx_n, len(s._rx_pid), got[0], i)
+            print("HEAP", time.ticks_diff(now, t0), m, s.flights.count, len(s._rx_pid), len(s._rx_pid), got[0], i)
             sample = time.ticks_add(sample, 1000)
         await asyncio.sleep_ms(max(1, min(period, 20)))
     for _ in range(3000):
@@ -182,10 +182,10 @@ async def main():
     ipid = 0
     for c in range(CYCLES + 1):
         if c % SAMPLE == 0:
-            print("HEAP", c, await heap(), s.flights.count, s._rx_n, len(s._rx_pid), got[0])
+            print("HEAP", c, await heap(), s.flights.count, len(s._rx_pid), len(s._rx_pid), got[0])
         ipid = cycle(ipid)
         await asyncio.sleep_ms(0)
-    print("DONE", s.flights.count, s._rx_n, got[0])
+    print("DONE", s.flights.count, len(s._rx_pid), got[0])
 
 
 asyncio.run(main())
@@ -301,7 +301,7 @@ def soak(seconds=60.0, rate=200, cut_every=1.5, board=False, board_rate=20, samp
         k = nsamples[0]
         if k < len(cols[0]):
             s = c.session
-            for col, v in zip(cols, (el, rss_kb(), sys.getallocatedblocks(), fds(), s.flights.count, s._rx_n,
+            for col, v in zip(cols, (el, rss_kb(), sys.getallocatedblocks(), fds(), s.flights.count, len(s._rx_pid),
                                      len(s._rx_pid))):
                 col[k] = v
             nsamples[0] = k + 1
@@ -383,7 +383,7 @@ def soak(seconds=60.0, rate=200, cut_every=1.5, board=False, board_rate=20, samp
         end = time.monotonic() + drain_seconds
         while time.monotonic() < end:
             c.loop(0.02)
-            if (not c.session.flights.count and not c.session._rx_n and not up.missing(1, sent)
+            if (not c.session.flights.count and not len(c.session._rx_pid) and not up.missing(1, sent)
                     and not up.missing(2, sent) and fed[0] >= min(int(seconds * rate / 2), fed_total - 10)
                     and not feeder.session.flights.count and not down.missing(1, fed[0])
                     and not down.missing(2, fed[0])):
@@ -410,7 +410,7 @@ def soak(seconds=60.0, rate=200, cut_every=1.5, board=False, board_rate=20, samp
             "out_lost": up.missing(1, sent) + up.missing(2, sent), "out_qos2_dups": up.dups(2, sent),
             "out_qos1_dups": up.dups(1, sent),
             "in_lost": down.missing(1, fed[0]) + down.missing(2, fed[0]), "in_qos2_dups": down.dups(2, fed[0]),
-            "lost_events": len(lost), "in_flight_end": s.flights.count, "inbound_open_end": s._rx_n,
+            "lost_events": len(lost), "in_flight_end": s.flights.count, "inbound_open_end": len(s._rx_pid),
             "in_flight_max": int(max(cols[4][:nsamples[0]])), "inbound_table_max": int(max(cols[6][:nsamples[0]])),
         }
         c.disconnect()

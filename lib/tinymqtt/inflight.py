@@ -2,7 +2,7 @@
 # a steady stream of publishes allocates nothing. A packet id maps to slot pid % size, which makes ack
 # lookup O(1); a message keeps its full topic (never an alias) and a reference to the caller's payload.
 # Every state transition of an outbound flow is here (pump() only sends what a slot's state says to send).
-from tinymqtt.packets import Packet
+from tinymqtt.packets import Packet, const  # (const: micropython's, or int on CPython)
 
 # The states of a slot, and what moves it (MQTT 4.3; a retry resends with DUP set, a PUBREL as it was):
 #
@@ -17,10 +17,8 @@ from tinymqtt.packets import Packet
 #   CONTROL, a packet id lent to a SUBSCRIBE/UNSUBSCRIBE (the slot keeps the request: topic its filters, retain
 #   its packet type, props its properties): FREE on its SUBACK/UNSUBACK or on a new connection.
 # SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
-try:
-    from micropython import const  # the names stay importable; this module's code uses them as literals
-except ImportError:  # CPython
-    const = int
+# A set of states is tested as a bit mask of their numbers (0x18 >> st & 1: SENT or RELEASED): one operation.
+# (the names stay importable; this module's code uses them as literals)
 FREE = const(0)
 QUEUED = const(1)
 RESEND = const(2)
@@ -91,8 +89,7 @@ class Inflight:
         those states (pump() sends it: the next call drops it from the queue)."""
         while self._len:
             i = self._ring[self._head]
-            st = self.state[i]
-            if st == QUEUED or st == RESEND or st == RELQ:
+            if 0x26 >> self.state[i] & 1:  # (bits 1, 2, 5: QUEUED, RESEND, RELQ)
                 return i
             self._head = (self._head + 1) % self.size
             self._len -= 1
@@ -108,9 +105,9 @@ class Inflight:
             if self.state[i]:
                 order.append(i)
         order.sort(key=lambda i: self.seq[i])
-        for st in (RELQ, QUEUED):
+        for bits in (0x20, 0x6):  # RELQ, then QUEUED and RESEND
             for i in order:
-                if self.state[i] == st or (st == QUEUED and self.state[i] == RESEND):
+                if bits >> self.state[i] & 1:
                     self._ring[self._len] = i
                     self._len += 1
         return order
@@ -121,7 +118,7 @@ class Inflight:
 
     def mark(self, i, state, now):
         # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
-        self.unacked += (SENT <= state <= RELQ) - (SENT <= self.state[i] <= RELQ)
+        self.unacked += (0x38 >> state & 1) - (0x38 >> self.state[i] & 1)  # (bits 3-5: SENT, RELEASED, RELQ)
         self.state[i] = state
         if self.sent_at:
             self.sent_at[i] = now
@@ -159,7 +156,7 @@ class Inflight:
         due = False
         for i in range(self.size):
             st = self.state[i]
-            if st == SENT or st == RELEASED:
+            if 0x18 >> st & 1:  # (SENT, RELEASED)
                 left = ms - ticks_diff(now, self.sent_at[i])
                 if left > 0:
                     wait = min(wait, left)
@@ -181,9 +178,9 @@ class Inflight:
                 ids.append((self.retain[i], self.topic[i], self.props[i]))
                 self.mark(i, FREE, 0)
             elif present:
-                if st == SENT or st == RELEASED:
+                if 0x18 >> st & 1:  # (SENT, RELEASED)
                     self.mark(i, RESEND if st == SENT else RELQ, 0)
-            elif st == SENT or st == RESEND:  # sent before: the session that may have it is gone
+            elif 0xC >> st & 1:  # SENT, RESEND: sent before: the session that may have it is gone
                 if republish:
                     self.mark(i, QUEUED, 0)
                 else:

@@ -15,19 +15,14 @@
 # Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: a session
 # asking for them is built with it, and a build without it (profile mqtt311) refuses.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES
+from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
 
-try:
-    from micropython import const
-except ImportError:  # CPython
-    def const(x):
-        return x
-
 # Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
-# would cost a global, its name and a lookup at every use.
+# would cost a global, its name and a lookup at every use. (const: micropython's, via packets.py; int on CPython;
+# session5 and app_acks import it from here.)
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -49,7 +44,10 @@ _SENT = const(3)
 _RELEASED = const(4)
 _RELQ = const(5)
 
-DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2
+DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2  # Session.state (the code below uses the constants)
+_DISCONNECTED = const(0)
+_CONNECTING = const(1)
+_CONNECTED = const(2)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 
@@ -87,14 +85,12 @@ class Session:
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
-        # Inbound QoS 2 flows past our PUBREC, until PUBREL: _rx_n ids in _rx_pid, a list (0 beyond them) searched
-        # whole for every QoS 2 message; a set where the window is large (desktop: thousands may be open).
-        self._rx_pid = [0] * receive_maximum if receive_maximum <= 64 else set()
-        self._rx_n = 0
-        self._resub = False
-        self._resub_todo = []  # [(topics, props)]: SUBSCRIBEs a new session still needs (waiting for a packet id)
+        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. A set: once its table has grown to
+        # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
+        self._rx_pid = set()
+        self._resub_todo = []  # filters to subscribe (again) once connected, in order, when packet ids and room allow
         self._connected_once = False
-        self.state = DISCONNECTED
+        self.state = _DISCONNECTED
         self.session_present = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
@@ -127,18 +123,18 @@ class Session:
         self._clean_now = clean
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
                           username=self.username, password=self.password, props=self._cp), 0, 0)
-        self.state = CONNECTING
+        self.state = _CONNECTING
 
     def connection_lost(self):
         """The driver saw the transport close. In-flight state stays for the next connection."""
-        self.state = DISCONNECTED
+        self.state = _DISCONNECTED
         self.pinging = False
 
     def disconnect(self, reason=0, props=None):
         """Writes DISCONNECT (v5: with reason code and props; 0x04 asks the server to publish the will)."""
-        if self.state != DISCONNECTED:
+        if self.state != _DISCONNECTED:
             self._send(Packet(_DISCONNECT, reason=reason, props=props), 0, 0)
-        self.state = DISCONNECTED
+        self.state = _DISCONNECTED
 
     def _on_connack(self, p):
         # (Session5 reads its CONNACK's reason code and properties first, then comes here.)
@@ -151,30 +147,20 @@ class Session:
         if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
             raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
-        self.state = CONNECTED
+        self.state = _CONNECTED
         self._connected_once = True
+        again = not present
         for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
-            # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (SUBSCRIBE with the others, below); the kept
-            # session may still have what the application unsubscribed from
+            # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (the kept session may still have what the
+            # application unsubscribed from), and every subscription with it, to confirm what stays
             if present and t == _UNSUBSCRIBE:
                 self._request(t, topics, props)
-            self._resub = True
+            again = True
         if not present:  # the server has no inbound flow of ours left
-            self._rx_n = self._owed = 0
-            self._rx_pid = [0] * len(self._rx_pid) if self.receive_maximum <= 64 else set()
-        todo = self._resub_todo = []
-        if (self._resub or not present) and self.subs:
-            # A new session subscribes again, in the order of self.subs: each filter with properties on its own,
-            # the ones without between them together, in SUBSCRIBEs that fit `out` and the server's Maximum Packet
-            # Size, sent by pump() (what finds no packet id or no room now, as every slot may hold a queued
-            # message: later).
-            limit = min(len(self.out), self.server_max_packet)
-            for f in self.subs:
-                o, pr = self.subs[f]
-                if pr or not todo or todo[-1][1] or self._sub_len(todo[-1][0] + [(f, o)], None) > limit:
-                    todo.append(([], pr))
-                todo[-1][0].append((f, o))
-            self._resub = True  # until every one is sent: a new connection starts them again
+            self._owed = 0
+            self._rx_pid.clear()
+        if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
+            self._resub_todo = list(self.subs)
         self.pump()
         self.on_event(_CONNACK, p, 0)
 
@@ -198,12 +184,9 @@ class Session:
             payload = payload.encode()
         if not 0 <= qos <= self.max_qos:
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
-        n = self._plen(t, payload, qos, props, 0)
-        if n > self.server_max_packet or n > len(self.out):
-            raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
-                                     % (n, self.server_max_packet, len(self.out)))
+        n = self._fit(self._plen(t, payload, qos, props, 0), _PUBLISH)
         f = self.flights
-        if not qos and self.state == CONNECTED and len(self.out) - self.outlen >= n and f.next_queued() < 0 \
+        if not qos and self.state == _CONNECTED and self._free() >= n and f.next_queued() < 0 \
                 and not self._resub_todo:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
             self._put(t, payload, 0, retain, 0, 0, props, 0)
@@ -216,32 +199,38 @@ class Session:
         return pid
 
     def pump(self):
-        """Sends what a new session subscribes again, then queued messages and PUBREL resends, in order, while
+        """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
         packet ids, the window and `out` have room."""
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             return
         f = self.flights
         todo = self._resub_todo
         while todo:
-            topics = []
-            for t in todo[0][0]:
-                if t[0] in self.subs:  # not what was unsubscribed meanwhile
-                    topics.append(t)
-            props = todo[0][1]
+            # The next SUBSCRIBE: the first filters still subscribed (one unsubscribed meanwhile is skipped), one
+            # with properties on its own, the others together while they fit `out` and the server's Maximum
+            # Packet Size.
+            topics, props, k = [], None, 0
+            for t in todo:
+                o = self.subs.get(t)
+                if o:
+                    if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None)
+                                   > min(len(self.out), self.server_max_packet)):
+                        break
+                    topics.append((t, o[0]))
+                    props = o[1]
+                k += 1
             if topics:
-                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                if f.count == f.size or self._free() < self._sub_len(topics, props):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
-            todo.pop(0)
-            if not todo:
-                self._resub = False
-        window = min(self.server_receive_maximum, f.size)
+            del todo[:k]
+        window = self.server_receive_maximum  # (the slots bound unacked too)
         while True:
             i = f.next_queued()
             if i < 0:
                 return
             if f.state[i] == _RELQ:
-                if len(self.out) - self.outlen < 8:
+                if self._free() < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
@@ -251,7 +240,7 @@ class Session:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
             dup = f.state[i] == _RESEND
-            if len(self.out) - self.outlen < self._plen(t, pl, q, pr, dup):
+            if self._free() < self._plen(t, pl, q, pr, dup):
                 return
             self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr, 0)
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
@@ -273,33 +262,32 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        n = self._sub_len(topics, props)
-        if n > len(self.out) or n > self.server_max_packet:  # recorded, it would fail again on every reconnect
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
-                                     % (n, self.server_max_packet, len(self.out)))
+        self._fit(self._sub_len(topics, props), _SUBSCRIBE)  # (recorded, it would fail again on every reconnect)
         for f, o in topics:
-            self.subs[f] = (o, props)
             if handler:
-                self._unhandle((f,))
+                self._forget((f,))
                 self._handlers.append((f, handler))
-        if self.state != CONNECTED:
-            self._resub = True
+            self.subs[f] = (o, props)
+            if self.state != _CONNECTED:  # sent once connected (pump)
+                self._resub_todo.append(f)
+        if self.state != _CONNECTED:
             return 0
         return self._request(_SUBSCRIBE, topics, props)
 
     def unsubscribe(self, filters, props=None):
-        for f in filters:
-            self.subs.pop(f, None)
-        self._unhandle(filters)
-        return self._request(_UNSUBSCRIBE, filters, props) if self.state == CONNECTED else 0
+        self._forget(filters)
+        return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
 
-    def _unhandle(self, filters):
-        # A new list without the handlers of these filters (one that _on_publish is walking stays as it was).
+    def _forget(self, filters):
+        # Drops these filters' subscriptions and handlers: a new handler list (one that _deliver is walking stays
+        # as it was).
         hs = []  # (a comprehension would close over filters: a cell per call)
         for h in self._handlers:
             if h[0] not in filters:
                 hs.append(h)
         self._handlers = hs
+        for f in filters:
+            self.subs.pop(f, None)
 
     def _request(self, t, topics, props):
         i = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
@@ -324,12 +312,12 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == CONNECTED and len(self.out) - self.outlen >= 8:
+        if o and self.state == _CONNECTED and self._free() >= 8:
             self._owed = 0
             self._pay(o)
         try:
             while pos < end:
-                if len(self.out) - self.outlen < _ROOM:
+                if self._free() < _ROOM:
                     more = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -340,34 +328,34 @@ class Session:
                     break
                 pos += total
         except RemoteProtocolError:  # the server broke the rules (Session5 tells it why): the driver closes the link
-            self.state = DISCONNECTED
+            self.state = _DISCONNECTED
             raise
         finally:
             if pos:  # keep the partial packet at the front
                 k = end - pos
                 if k > 64:
-                    buf[0:k] = bytes(buf[pos:end])
+                    buf[0:k] = buf[pos:end]  # (the slice is a copy: overlap is safe)
                 else:
                     for j in range(k):
                         buf[j] = buf[pos + j]
                 self.inlen = k
-        return more or (self._owed != 0 and self.state == CONNECTED)  # (paid at the next call)
+        return more or (self._owed != 0 and self.state == _CONNECTED)  # (paid at the next call)
 
     def _packet(self, buf, pos, total, pid, reason):
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
-        if total == 4 and self.state == CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
+        if total == 4 and self.state == _CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
             # The common acks, a bare packet id, handled without building a Packet, so nothing is allocated.
             # Anything else (packet id 0 too) takes the full decoder, which validates it.
             pid = buf[pos + 2] << 8 | buf[pos + 3]
         if not pid:
-            if t == _PUBLISH and self.state != CONNECTING:  # read in place into the one reused Packet
+            if t == _PUBLISH and self.state != _CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
-            if t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE or t == _PINGREQ:  # by type: what it holds is moot
+            if 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
                 raise protocol_error("a server never sends %s" % NAMES[t])
             p = decode(self._inmv[pos:pos + total], self.version)
-            if self.state == CONNECTING:
+            if self.state == _CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)
                 raise protocol_error("%s before CONNACK" % NAMES[t])
@@ -377,24 +365,22 @@ class Session:
                 if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
                     self.unsolicited += 1
                     return
-                topics = f.topic[i]
-                if t != f.retain[i] + 1:  # checked before the request is let go: a reconnect asks again
-                    raise protocol_error("%s for packet id %d, which is an %s" % (NAMES[t], p.pid, NAMES[f.retain[i]]))
-                if p.codes is not None and len(p.codes) != len(topics):
-                    raise protocol_error("%s has %d reason codes for %d filters" % (NAMES[t], len(p.codes),
-                                                                                  len(topics)))
+                topics, codes = f.topic[i], p.codes
+                if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
+                    # (checked before the request is let go: a reconnect asks again)
+                    raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
+                                         % (NAMES[t], p.pid, NAMES[f.retain[i]], len(topics), codes))
                 f.mark(i, 0, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
-                        if p.codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                            self.subs.pop(topics[k][0], None)
-                            self._unhandle((topics[k][0],))
+                        if codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                            self._forget((topics[k][0],))
                 self.on_event(t, p, 0)
                 return  # (None: received() goes on)
             if t == _PINGRESP:
                 self.pinging = False
                 return
-            if not _PUBACK <= t <= _PUBCOMP:  # a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
+            if not 0xF0 >> t & 1:  # not PUBACK-PUBCOMP: a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
                 raise protocol_error("a server never sends %s after CONNACK" % NAMES[t])
             pid = p.pid
             reason = p.reason
@@ -429,13 +415,14 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
+            if self._free() < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
-                self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
+                self._pay(pid)
 
     def _pay(self, pid):
-        # The ack _on_publish owed (QoS 2 ids are in the table from before delivery; ids are never shared).
+        # The ack of a delivered message, now or once `out` has room (QoS 2 ids are in the table from before
+        # delivery; ids are never shared).
         self._send(_PUBREC if pid in self._rx_pid else _PUBACK, pid, 0)
 
     def _deliver(self, p):
@@ -451,37 +438,21 @@ class Session:
 
     def _rx_add(self, pid):
         # 3.x servers never hear our Receive Maximum, and mosquitto 2.0 frees a v5 QoS 2 slot at our PUBREC, so
-        # the table may overshoot it: it grows (allocating only then) up to 64x (min 1024); beyond, 0x93.
-        n, rm = self._rx_n, self.receive_maximum
+        # the table may overshoot it, up to 64x (min 1024); beyond, 0x93.
+        n, rm = len(self._rx_pid), self.receive_maximum
         if n >= max(64 * rm, 1024):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)" % (rm, n))
-        rx = self._rx_pid
-        if rm > 64:
-            rx.add(pid)
-        else:
-            if n == len(rx):
-                rx.append(0)
-            rx[n] = pid
-        self._rx_n = n + 1
+        self._rx_pid.add(pid)
 
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
         has no room."""
-        if len(self.out) - self.outlen < 8:
+        if self._free() < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
-        if pid and pid in rx:
-            n = self._rx_n - 1
-            self._rx_n = n
+        if pid in rx:
+            rx.remove(pid)
             code = 0
-            if self.receive_maximum > 64:
-                rx.discard(pid)
-            else:  # the last row takes the place of the one removed
-                j = rx.index(pid)
-                rx[j] = rx[n]
-                rx[n] = 0
-                if n >= 64:  # a list an overshooting server grew shrinks again: `in` scans every row
-                    rx.pop()
         self._send(_PUBCOMP, pid, code)
         return True
 
@@ -492,13 +463,13 @@ class Session:
     def tick(self, now):
         """Keep-alive, dead-link detection and 3.x retries. Returns milliseconds until it is due again."""
         self._now = now
-        if self.state == CONNECTING:
+        if self.state == _CONNECTING:
             left = self.connect_timeout_ms - ticks_diff(now, self._ping_at)
             if left <= 0:
-                self.state = DISCONNECTED
+                self.state = _DISCONNECTED
                 raise ConnectionLost(0x88, "no CONNACK within %d ms" % self.connect_timeout_ms)
             return left
-        if self.state != CONNECTED:
+        if self.state != _CONNECTED:
             return 1000
         wait = 60000
         ka = self.keepalive_ms
@@ -507,7 +478,7 @@ class Session:
             if self.pinging:
                 wait = half - ticks_diff(now, self._ping_at)
                 if wait <= 0:
-                    self.state = DISCONNECTED
+                    self.state = _DISCONNECTED
                     raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % half)
             else:
                 idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
@@ -520,7 +491,7 @@ class Session:
     def ping(self, now):
         """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
         a barrier: its PINGRESP means the server has read everything sent before it."""
-        if self.pinging or len(self.out) - self.outlen < 2:
+        if self.pinging or self._free() < 2:
             return False
         self.out[self.outlen] = 0xC0
         self.out[self.outlen + 1] = 0
@@ -530,6 +501,20 @@ class Session:
         return True
 
     # ------------------------------------------------------------ output
+
+    def _free(self):
+        return len(self.out) - self.outlen  # bytes free in `out`
+
+    def _fit(self, n, t):
+        # n, the size of a packet of type t we are asked to send, if `out` and the server's Maximum Packet Size
+        # take it. (Two raises: on boards each message shrinks to the packet it names.)
+        if n > self.server_max_packet or n > len(self.out):
+            if t == _PUBLISH:
+                raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
+                                         % (n, self.server_max_packet, len(self.out)))
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
+                                     % (n, self.server_max_packet, len(self.out)))
+        return n
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.

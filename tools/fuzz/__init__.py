@@ -90,7 +90,7 @@ def _invariants(s):
     assert used == f.count and 0 <= f.count <= f.size, (used, f.count)
     assert wire == f.unacked, (wire, f.unacked)
     assert 0 <= s.inlen <= len(s.inbuf) and 0 <= s.outlen <= len(s.out)
-    assert 0 <= s._rx_n <= len(s._rx_pid)
+    assert 0 not in s._rx_pid  # (packet ids are 1-65535)
 
 
 def session(data):
