@@ -12,6 +12,8 @@ import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a clie
 from tinymqtt import packets as K
 from tinymqtt.packets import Packet, encode, encode_publish, frame, decode
 
+K.v5()  # MQTT 5's codec (props.py), which packets loads at its first v5 packet (Session5 at once): here, before any heap_lock
+
 V31, V311, V5 = 3, 4, 5
 
 BUF = bytearray(512)
