@@ -36,6 +36,8 @@ class Session5(Session):
     """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
     topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
 
+    expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean session)
+
     def __init__(self, version=_V5, props=None, session_expiry=0, topic_alias_maximum=0, send_alias_maximum=16,
                  **options):
         if version != _V5:
@@ -44,7 +46,6 @@ class Session5(Session):
         Session.__init__(self, version=_V5, **options)
         self.props, self.session_expiry = props, session_expiry
         self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
-        self.expiry_granted = session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self._limits({})
@@ -79,7 +80,11 @@ class Session5(Session):
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         self._cp = pr
+        # The first connection starts as asked; later ones resume whatever session the server kept.
+        asked = self.clean
+        self.clean = asked and not self.expiry_granted
         Session.connect(self, now)
+        self.clean = asked
 
     def _on_connack(self, p):
         pr = p.props or {}
@@ -165,9 +170,14 @@ class Session5(Session):
 
     # ------------------------------------------------------------ publish and subscribe
 
+    def _most(self):
+        return min(len(self.out), self.server_max_packet)
+
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         if retain and self._lacks & 1:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
+        if qos > self.max_qos:
+            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
         return Session.publish(self, topic, payload, qos, retain, props)
 
     def _plen(self, t, payload, qos, props, dup):
