@@ -81,6 +81,7 @@ class Session:
         # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
+        self._most = len(self.out)  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -199,7 +200,7 @@ class Session:
                 o = self.subs.get(t)
                 if o:
                     if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None)
-                                   > self._most()):
+                                   > self._most):
                         break
                     topics.append((t, o[0]))
                     props = o[1]
@@ -490,13 +491,10 @@ class Session:
     def _free(self):
         return len(self.out) - self.outlen  # bytes free in `out`
 
-    def _most(self):
-        return len(self.out)  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
-
     def _fit(self, n, t):
         # n, the size of a packet of type t we are asked to send, if it is not over _most().
         # (Two raises: on boards each message shrinks to the packet it names.)
-        m = self._most()
+        m = self._most
         if n > m:
             if t == _PUBLISH:
                 raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, m))

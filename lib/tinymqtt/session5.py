@@ -55,6 +55,7 @@ class Session5(Session):
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         self.max_qos = pr.get(_MAXIMUM_QOS, 2)
         self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
+        self._most = min(len(self.out), self.server_max_packet)  # (Session's: the largest packet we may send)
         # what the server lacks, a bit a feature: 1 retained messages, 2 wildcard subscriptions, 4 subscription
         # identifiers, 8 shared subscriptions (one attribute, not four: each costs the session's dict a slot)
         self._lacks = (not pr.get(_RETAIN_AVAILABLE, 1)) + 2 * (not pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)) \
@@ -170,9 +171,6 @@ class Session5(Session):
 
     # ------------------------------------------------------------ publish and subscribe
 
-    def _most(self):
-        return min(len(self.out), self.server_max_packet)
-
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         if retain and self._lacks & 1:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
@@ -187,7 +185,7 @@ class Session5(Session):
         while True:
             n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
             n += 1 + vbi_len(n)
-            if not room or (n <= len(self.out) and n <= self.server_max_packet):
+            if not room or n <= self._most:
                 self._room = room  # for the _put() that always follows
                 return n
             room = 0
