@@ -12,8 +12,8 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: a session
-# asking for them is built with it, and a build without it (profile mqtt311) refuses.
+# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: the class
+# app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
@@ -67,8 +67,8 @@ class Session:
         # come here; a 3.x session accepts and ignores them, as board configs and the CLI pass them to any version.
         # manual_ack: app_acks.py's class takes it before it comes here)
         if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack:
-            raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1 (MQTT 5 is session5.Session5), and acks "
-                                           "what it delivers (manual_ack: the class of app_acks.extended(Session))")
+            raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
+                                           "app_acks.extended(Session or Session5); driver.new_session() builds both")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
         self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
