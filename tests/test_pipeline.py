@@ -22,6 +22,7 @@ import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
 from tinymqtt.client import Client
 from tinymqtt.packets import Packet, CONNACK, PUBLISH, encode, encode_publish, decode, frame, V5
 from tinymqtt.session5 import Session5
+from tinymqtt.app_acks import extended
 from tools.spark.link import MqttLink
 from tools.spark.spool import Spool, read_range
 from tests.support.broker import Mosquitto
@@ -84,8 +85,8 @@ def test_manual_ack_inbound_table_small_and_large(window):
     """Manual ack (app_acks.py) with a small window (boards) and one in the thousands (desktop): every message
     delivered once, acks in any order, resends recognised, before the ack and after it (QoS 2 past PUBREC)."""
     got = []
-    s = Session5(client_id="t", manual_ack=True, receive_maximum=window, max_packet_size=65536,
-                on_event=lambda ev, v, r: got.append(v) if ev == PUBLISH else None)
+    s = extended(Session5)(client_id="t", manual_ack=True, receive_maximum=window, max_packet_size=65536,
+                           on_event=lambda ev, v, r: got.append(v) if ev == PUBLISH else None)
     s.connect(0)
     s.outlen = 0
     buf = bytearray(64)

@@ -120,14 +120,17 @@ def test_mqtt311_refuses_v5_and_manual_ack_and_loads_no_v5_module_on_micropython
             "try:\n    Client('127.0.0.1', 1, version=5)\nexcept Exception as e:\n    print(type(e).__name__, e.reason)\n"
             "try:\n    Client('127.0.0.1', 1, version=4, manual_ack=True)\nexcept Exception as e:\n"
             "    print(type(e).__name__, e.reason)\n"
+            "from tinymqtt.session import Session\ntry:\n    Session(version=4, manual_ack=True)\nexcept Exception as e:\n"
+            "    print(type(e).__name__, e.reason)\n"
             "c = Client('127.0.0.1', 1, version=4)\nc.session.connect(0)\n"
             "print(sorted(m for m in sys.modules if m.startswith('tinymqtt.') or m == 'tinymqtt'))\n")
     p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
-    refused, no_acks, loaded = p.stdout.splitlines()
+    refused, no_acks, no_direct_acks, loaded = p.stdout.splitlines()
     assert refused == "LocalProtocolError 132", "v5 is refused with 0x84 Unsupported Protocol Version"
     assert no_acks == "LocalProtocolError 132", "manual_ack (app_acks.py, not in mqtt311) is refused with 0x84"
+    assert no_direct_acks == "LocalProtocolError 132", "so is a Session asked directly for manual_ack"
     assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
                             "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
 
@@ -143,13 +146,24 @@ def test_a_311_client_of_the_full_library_never_imports_mqtt5():
 
 
 def test_full_builds_a_session_with_app_acks_only_when_asked():
+    # The drivers' new_session() picks app_acks.extended(cls) for manual_ack / ack_later; a session class without
+    # it refuses manual_ack with 0x84 (not ignored), and Session refuses MQTT 5.
     from tinymqtt.session import Session
     from tinymqtt.session5 import Session5
+    from tinymqtt.app_acks import extended
+    from tinymqtt.driver import new_session
     for cls, version in ((Session, 4), (Session5, 5)):
-        plain, acks = cls(version=version), cls(version=version, manual_ack=True)
-        assert not hasattr(plain, "ack") and not hasattr(plain, "hold_pubrel")
-        assert isinstance(acks, cls) and acks.manual_ack and acks.hold_pubrel is None and acks.version == version
-        assert type(acks) is type(cls(version=version, ack_later=True))  # (one class per base, built once)
-    with pytest.raises(LocalProtocolError) as e:
-        Session(version=5, manual_ack=True)
-    assert e.value.reason == 0x84
+        plain, acks = new_session(None, version=version), new_session(None, version=version, manual_ack=True)
+        assert type(plain) is cls and not hasattr(plain, "ack") and not hasattr(plain, "hold_pubrel")
+        assert type(acks) is extended(cls) and isinstance(acks, cls)
+        assert acks.manual_ack and acks.hold_pubrel is None and acks.version == version
+        assert type(acks) is type(new_session(None, version=version, ack_later=True))  # (one class per base)
+        with pytest.raises(LocalProtocolError) as e:
+            cls(version=version, manual_ack=True)
+        assert e.value.reason == 0x84 and "extended" in str(e.value)
+    for options in ({"version": 5}, {"version": 5, "manual_ack": True}):
+        with pytest.raises(LocalProtocolError) as e:
+            Session(**options)
+        assert e.value.reason == 0x84
+    with pytest.raises(TypeError):  # a mistyped option is no option
+        Session(version=4, manual_acks=True)

@@ -31,8 +31,6 @@ class AppAcks:
     _era = 0  # new sessions so far (see the top)
 
     def __init__(self, *args, manual_ack=False, ack_later=False, **options):
-        if hasattr(self, "_held"):  # CPython calls __init__ again on what Session.__new__ built: once is enough
-            return
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
         self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack

@@ -31,14 +31,18 @@ _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDel
 
 
 def new_session(on_event, **options):
-    """A session for options["version"]: 5, the default (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1).
+    """A session for options["version"]: 5, the default (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1),
+    extended by app_acks.py when the application acknowledges messages itself (manual_ack, ack_later).
     (No default argument for version: its tuple would cost board heap.)"""
     S = Session
-    if options.setdefault("version", 5) == 5:
-        try:
+    try:
+        if options.setdefault("version", 5) == 5:
             from tinymqtt.session5 import Session5 as S
-        except ImportError:  # profile mqtt311 ships no MQTT 5
-            raise LocalProtocolError(0x84, "MQTT 5 is not in this build")
+        if options.get("manual_ack") or options.get("ack_later"):  # messages the application acknowledges itself
+            from tinymqtt.app_acks import extended
+            S = extended(S)
+    except ImportError:  # profile mqtt311 ships neither
+        raise LocalProtocolError(0x84, "MQTT 5 (version=5) or manual_ack is not in this build")
     return S(on_event=on_event, **options)
 
 

@@ -12,8 +12,8 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: a session
-# asking for them is built with it, and a build without it (profile mqtt311) refuses.
+# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: the class
+# app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
@@ -52,22 +52,23 @@ _ROOM = const(64)  # bytes `out` must have free before another packet is process
 
 
 class Session:
-    # The server's limits: a 3.x server announces none (Session5 reads them from CONNACK properties).
+    # What Session5 changes (a 3.x server announces no limits): the server's Receive Maximum, and the reason code
+    # of an ack for a packet id we do not know (Session5: 0x92, where it fits)
     server_receive_maximum = 65535
-    max_qos = 2
-    server_max_packet = 268435460
-    _cp = None  # CONNECT properties (Session5)
-    expiry_granted = 0  # the Session Expiry Interval in force (Session5: ours, then CONNACK's); 3.x: none
-    _not_found = 0  # the reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
+    _not_found = 0
+    _cp = None  # (Session5: CONNECT properties)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
                  topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
-        # (props, session_expiry, topic_alias_maximum, send_alias_maximum: Session5's; a 3.x session ignores them)
-        if version != 3 and version != 4 and not hasattr(self, "auth"):
-            raise LocalProtocolError(0x84, "Session speaks MQTT 3.1 and 3.1.1; MQTT 5 is session5.Session5")
+        # (props, session_expiry, topic_alias_maximum, send_alias_maximum: Session5's, which takes them before they
+        # come here; a 3.x session accepts and ignores them, as board configs and the CLI pass them to any version.
+        # manual_ack: app_acks.py's class takes it before it comes here)
+        if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack:
+            raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
+                                           "app_acks.extended(Session or Session5); driver.new_session() builds both")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
         self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
@@ -80,6 +81,7 @@ class Session:
         # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
+        self._most = len(self.out)  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -89,7 +91,6 @@ class Session:
         # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
         self._rx_pid = set()
         self._resub_todo = []  # filters to subscribe (again) once connected, in order, when packet ids and room allow
-        self._connected_once = False
         self.state = _DISCONNECTED
         self.session_present = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
@@ -97,17 +98,6 @@ class Session:
         self._now = self.last_sent = self.last_recv = self._ping_at = 0
         self.pinging = False  # a PINGREQ awaits its PINGRESP
         self.keepalive_ms = keepalive * 1000
-
-    def __new__(cls, *args, **options):
-        # A session whose application acknowledges messages itself is of cls extended by app_acks.py.
-        if (options.get("manual_ack") or options.get("ack_later")) and not hasattr(cls, "ack"):
-            try:
-                from tinymqtt.app_acks import extended
-            except ImportError:  # profile mqtt311 ships without it
-                raise LocalProtocolError(0x84, "manual_ack (messages the application acknowledges) is not in this "
-                                               "build")
-            return extended(cls)(*args, **options)
-        return object.__new__(cls)
 
     # ------------------------------------------------------------ connection lifecycle
 
@@ -117,12 +107,9 @@ class Session:
         # went; no PINGREQ is out before)
         self.inlen = self.outlen = 0
         self.pinging = False
-        # The first connection starts as asked; later ones resume whatever session the server kept (3.x: a
-        # clean session ends with its connection, so clean stays as asked).
-        clean = self.clean and not (self._connected_once and self.expiry_granted)
-        self._clean_now = clean
-        self._send(Packet(_CONNECT, client_id=self.client_id, clean=clean, keepalive=self.keepalive, will=self.will,
-                          username=self.username, password=self.password, props=self._cp), 0, 0)
+        self._clean_now = self.clean  # (Session5 sets clean to resume a session the server kept)
+        self._send(Packet(_CONNECT, client_id=self.client_id, clean=self.clean, keepalive=self.keepalive,
+                          will=self.will, username=self.username, password=self.password, props=self._cp), 0, 0)
         self.state = _CONNECTING
 
     def connection_lost(self):
@@ -148,7 +135,6 @@ class Session:
             raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
         self.state = _CONNECTED
-        self._connected_once = True
         again = not present
         for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
             # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (the kept session may still have what the
@@ -182,8 +168,8 @@ class Session:
             raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
         if isinstance(payload, str):
             payload = payload.encode()
-        if not 0 <= qos <= self.max_qos:
-            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
+        if not 0 <= qos <= 2:  # (Session5 checks the server's Maximum QoS first)
+            raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
         n = self._fit(self._plen(t, payload, qos, props, 0), _PUBLISH)
         f = self.flights
         if not qos and self.state == _CONNECTED and self._free() >= n and f.next_queued() < 0 \
@@ -214,7 +200,7 @@ class Session:
                 o = self.subs.get(t)
                 if o:
                     if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None)
-                                   > min(len(self.out), self.server_max_packet)):
+                                   > self._most):
                         break
                     topics.append((t, o[0]))
                     props = o[1]
@@ -506,14 +492,13 @@ class Session:
         return len(self.out) - self.outlen  # bytes free in `out`
 
     def _fit(self, n, t):
-        # n, the size of a packet of type t we are asked to send, if `out` and the server's Maximum Packet Size
-        # take it. (Two raises: on boards each message shrinks to the packet it names.)
-        if n > self.server_max_packet or n > len(self.out):
+        # n, the size of a packet of type t we are asked to send, if it is not over _most().
+        # (Two raises: on boards each message shrinks to the packet it names.)
+        m = self._most
+        if n > m:
             if t == _PUBLISH:
-                raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size (server %d, ours %d)"
-                                         % (n, self.server_max_packet, len(self.out)))
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size (server %d, ours %d)"
-                                     % (n, self.server_max_packet, len(self.out)))
+                raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, m))
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, m))
         return n
 
     def _send(self, p, pid, reason):

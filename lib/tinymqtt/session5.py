@@ -36,6 +36,8 @@ class Session5(Session):
     """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
     topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
 
+    expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean session)
+
     def __init__(self, version=_V5, props=None, session_expiry=0, topic_alias_maximum=0, send_alias_maximum=16,
                  **options):
         if version != _V5:
@@ -44,7 +46,6 @@ class Session5(Session):
         Session.__init__(self, version=_V5, **options)
         self.props, self.session_expiry = props, session_expiry
         self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
-        self.expiry_granted = session_expiry  # (CONNACK may change it)
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self._limits({})
@@ -54,6 +55,7 @@ class Session5(Session):
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         self.max_qos = pr.get(_MAXIMUM_QOS, 2)
         self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
+        self._most = min(len(self.out), self.server_max_packet)  # (Session's: the largest packet we may send)
         # what the server lacks, a bit a feature: 1 retained messages, 2 wildcard subscriptions, 4 subscription
         # identifiers, 8 shared subscriptions (one attribute, not four: each costs the session's dict a slot)
         self._lacks = (not pr.get(_RETAIN_AVAILABLE, 1)) + 2 * (not pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)) \
@@ -79,7 +81,11 @@ class Session5(Session):
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         self._cp = pr
+        # The first connection starts as asked; later ones resume whatever session the server kept.
+        asked = self.clean
+        self.clean = asked and not self.expiry_granted
         Session.connect(self, now)
+        self.clean = asked
 
     def _on_connack(self, p):
         pr = p.props or {}
@@ -168,6 +174,8 @@ class Session5(Session):
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         if retain and self._lacks & 1:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
+        if qos > self.max_qos:
+            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
         return Session.publish(self, topic, payload, qos, retain, props)
 
     def _plen(self, t, payload, qos, props, dup):
@@ -177,7 +185,7 @@ class Session5(Session):
         while True:
             n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
             n += 1 + vbi_len(n)
-            if not room or (n <= len(self.out) and n <= self.server_max_packet):
+            if not room or n <= self._most:
                 self._room = room  # for the _put() that always follows
                 return n
             room = 0

@@ -98,6 +98,7 @@ def session(data):
     from tinymqtt.packets import frame, decode
     from tinymqtt.session import Session
     from tinymqtt.session5 import Session5
+    from tinymqtt.app_acks import extended
     import tinymqtt.cli_codec  # noqa: F401  (_check_out decodes what we send: the codec's server half)
     if len(data) < 2:
         return
@@ -116,7 +117,8 @@ def session(data):
         if ev == 3 and opts["manual_ack"] and value.qos:
             held.append(value)  # acked a little later, as an application would
 
-    s = (Session5 if v == 5 else Session)(on_event=on_event, **opts)
+    cls = Session5 if v == 5 else Session
+    s = (extended(cls) if opts["manual_ack"] else cls)(on_event=on_event, **opts)  # (as driver.new_session builds)
     s.subscribe([("a/#", 1), ("b", 2)])
     s.publish("a/b", b"one", 1)
     s.publish("a/c", b"two", 2)
