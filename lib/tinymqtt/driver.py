@@ -80,7 +80,8 @@ class Driver:
                 self.on_message(value)
             return
         if ev == _CONNACK:
-            self._delay = 0
+            if self._delay:  # (only a lost link set it: a first connection keeps the instance dict at 12 entries,
+                self._delay = 0  # a full 12-slot table; a 13th makes it 17 slots, 40 B more of 32-bit heap)
             if self.on_connect:
                 self.on_connect(value)
         elif ev == _AUTH and self.on_auth:
