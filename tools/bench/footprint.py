@@ -150,6 +150,8 @@ class Port:
         return time.ticks_ms()
 import asyncio
 async def main():
+    await asyncio.sleep_ms(1)  # (settle again: garbage left from before main() is freed now, not counted)
+    gc.collect()
     c = %(cls)s("b", 1883, port_impl=Port(), reconnect=False, client_id="fp", version=%(version)d, **%(opts)r)
     r = c.connect()
     if r is not None and hasattr(r, "send"):
