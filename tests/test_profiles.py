@@ -13,6 +13,7 @@ from tests.support import report
 from tinymqtt.client import Client
 from tinymqtt.errors import LocalProtocolError
 from tools import boards, size
+from tools.deploy import config_values as deploy_values
 from tools.deploy.__main__ import main as deploy_main
 
 REPO = boards.REPO
@@ -167,3 +168,18 @@ def test_full_builds_a_session_with_app_acks_only_when_asked():
         assert e.value.reason == 0x84
     with pytest.raises(TypeError):  # a mistyped option is no option
         Session(version=4, manual_acks=True)
+    for option in ("props", "session_expiry", "send_alias_maximum"):  # MQTT 5's: Session5's
+        Session5(**{option: None if option == "props" else 1})
+        for make in (Session, lambda **o: new_session(None, **o)):
+            with pytest.raises(TypeError):
+                make(version=4, **{option: 1})
+    # (a full board's config.SESSION has topic_alias_maximum, and its app may speak 3.1.1: taken and ignored)
+    assert type(new_session(None, version=4, topic_alias_maximum=4)) is Session
+
+def test_config_session_holds_mqtt5_options_only_for_a_file_set_with_mqtt5():
+    for profile in ("full", "mqtt311"):
+        b = boards.get("esp32", profile=profile)
+        cfg = deploy_values(b, client_id="x")["SESSION"]
+        assert ("topic_alias_maximum" in cfg) == (profile == "full")
+        assert {k: v for k, v in b.session_options().items() if k != "topic_alias_maximum"} == \
+            {k: v for k, v in cfg.items() if k != "topic_alias_maximum"}
