@@ -147,7 +147,7 @@ def test_a_311_client_of_the_full_library_never_imports_mqtt5():
 
 
 def test_full_builds_a_session_with_app_acks_only_when_asked():
-    # The drivers' new_session() picks app_acks.extended(cls) for manual_ack / ack_later; a session class without
+    # The drivers' new_session() picks app_acks.extended(cls) for manual_ack True / None (aio); a session class without
     # it refuses manual_ack with 0x84 (not ignored), and Session refuses MQTT 5.
     from tinymqtt.session import Session
     from tinymqtt.session5 import Session5
@@ -158,7 +158,8 @@ def test_full_builds_a_session_with_app_acks_only_when_asked():
         assert type(plain) is cls and not hasattr(plain, "ack") and not hasattr(plain, "hold_pubrel")
         assert type(acks) is extended(cls) and isinstance(acks, cls)
         assert acks.manual_ack and acks.hold_pubrel is None and acks.version == version
-        assert type(acks) is type(new_session(None, version=version, ack_later=True))  # (one class per base)
+        assert type(acks) is type(new_session(None, version=version, manual_ack=None))  # (one class per base)
+        assert type(new_session(None, version=version, manual_ack=False)) is cls
         with pytest.raises(LocalProtocolError) as e:
             cls(version=version, manual_ack=True)
         assert e.value.reason == 0x84 and "extended" in str(e.value)

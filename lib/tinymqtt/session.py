@@ -12,7 +12,7 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: the class
+# Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
 # app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
