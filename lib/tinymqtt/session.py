@@ -339,12 +339,12 @@ class Session:
             if t == _PUBLISH and self.state != _CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
             if 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
-                raise protocol_error("a server never sends %s" % NAMES[t])
+                raise protocol_error("a server never sends %s" % NAMES.split()[t])
             p = decode(self._inmv[pos:pos + total], self.version)
             if self.state == _CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)
-                raise protocol_error("%s before CONNACK" % NAMES[t])
+                raise protocol_error("%s before CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
                 f = self.flights
                 i = f.find(p.pid)
@@ -355,7 +355,7 @@ class Session:
                 if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
                     # (checked before the request is let go: a reconnect asks again)
                     raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
-                                         % (NAMES[t], p.pid, NAMES[f.retain[i]], len(topics), codes))
+                                         % (NAMES.split()[t], p.pid, NAMES.split()[f.retain[i]], len(topics), codes))
                 f.mark(i, 0, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
@@ -367,7 +367,7 @@ class Session:
                 self.pinging = False
                 return
             if not 0xF0 >> t & 1:  # not PUBACK-PUBCOMP: a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
-                raise protocol_error("a server never sends %s after CONNACK" % NAMES[t])
+                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             pid = p.pid
             reason = p.reason
         f = self.flights
@@ -381,7 +381,7 @@ class Session:
                 self._send(_PUBREL, pid, self._not_found)
             return
         if not r:
-            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, f.qos[f.find(pid)]))
+            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES.split()[t], pid, f.qos[f.find(pid)]))
         if r == _PUBREL:
             self._send(_PUBREL, pid, 0)
         else:
