@@ -61,15 +61,10 @@ def __getattr__(name):
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
     if name == "sub_options":
         return v5().sub_options
-    n = NAMES.split()
+    n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
     if name in n[1:]:
-        return n.index(name)
-    if name == "V31":
-        return _V31
-    if name == "V311":
-        return _V311
-    if name == "V5":
-        return _V5
+        i = n.index(name)
+        return i - 13 if i > 15 else i
     raise AttributeError(name)
 
 
