@@ -42,8 +42,8 @@ def new_session(on_event, **options):
         if options.get("manual_ack", 0) != 0:  # messages the application acknowledges itself (True; None: aio)
             from tinymqtt.app_acks import extended
             S = extended(S)
-    except ImportError:  # profile mqtt311 ships neither
-        raise LocalProtocolError(0x84, "MQTT 5 (version=5) or manual_ack is not in this build")
+    except ImportError:  # profile mqtt311 ships neither: Session refuses version=5 and manual_ack with 0x84
+        pass
     return S(on_event=on_event, **options)
 
 

@@ -68,7 +68,8 @@ class Session:
         # here, 33 B as a pop in driver.new_session. manual_ack: app_acks.py's class takes it before it comes here)
         if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack:
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
-                                           "app_acks.extended(Session or Session5); driver.new_session() builds both")
+                                           "app_acks.extended(Session or Session5); driver.new_session() builds "
+                                           "both when this build has them (profile mqtt311 has neither)")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
         self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
