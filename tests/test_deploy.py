@@ -83,7 +83,7 @@ def test_target_writes_the_board_tree_with_mpy_files(board, tmp_path, monkeypatc
     assert (tmp_path / "main.py").read_text().splitlines()[-1] == "import telemetry"
     cfg = load_config(tmp_path / "config.py")
     assert (cfg["BOARD"], cfg["BROKER_HOST"], cfg["BROKER_PORT"], cfg["CLIENT_ID"]) == (board, "10.1.2.3", 1884, "dev-1")
-    assert cfg["SESSION"] == b.session_options()
+    assert cfg["SESSION"] == deploy.session_for(b)
     for k, v in b.config.items():
         assert cfg[k] == v
     if b.wlan:

@@ -13,6 +13,7 @@ from tests.support import report
 from tinymqtt.client import Client
 from tinymqtt.errors import LocalProtocolError
 from tools import boards, size
+from tools.deploy import config_values as deploy_values
 from tools.deploy.__main__ import main as deploy_main
 
 REPO = boards.REPO
@@ -146,7 +147,7 @@ def test_a_311_client_of_the_full_library_never_imports_mqtt5():
 
 
 def test_full_builds_a_session_with_app_acks_only_when_asked():
-    # The drivers' new_session() picks app_acks.extended(cls) for manual_ack / ack_later; a session class without
+    # The drivers' new_session() picks app_acks.extended(cls) for manual_ack True / None (aio); a session class without
     # it refuses manual_ack with 0x84 (not ignored), and Session refuses MQTT 5.
     from tinymqtt.session import Session
     from tinymqtt.session5 import Session5
@@ -157,7 +158,8 @@ def test_full_builds_a_session_with_app_acks_only_when_asked():
         assert type(plain) is cls and not hasattr(plain, "ack") and not hasattr(plain, "hold_pubrel")
         assert type(acks) is extended(cls) and isinstance(acks, cls)
         assert acks.manual_ack and acks.hold_pubrel is None and acks.version == version
-        assert type(acks) is type(new_session(None, version=version, ack_later=True))  # (one class per base)
+        assert type(acks) is type(new_session(None, version=version, manual_ack=None))  # (one class per base)
+        assert type(new_session(None, version=version, manual_ack=False)) is cls
         with pytest.raises(LocalProtocolError) as e:
             cls(version=version, manual_ack=True)
         assert e.value.reason == 0x84 and "extended" in str(e.value)
@@ -167,3 +169,18 @@ def test_full_builds_a_session_with_app_acks_only_when_asked():
         assert e.value.reason == 0x84
     with pytest.raises(TypeError):  # a mistyped option is no option
         Session(version=4, manual_acks=True)
+    for option in ("props", "session_expiry", "send_alias_maximum"):  # MQTT 5's: Session5's
+        Session5(**{option: None if option == "props" else 1})
+        for make in (Session, lambda **o: new_session(None, **o)):
+            with pytest.raises(TypeError):
+                make(version=4, **{option: 1})
+    # (a full board's config.SESSION has topic_alias_maximum, and its app may speak 3.1.1: taken and ignored)
+    assert type(new_session(None, version=4, topic_alias_maximum=4)) is Session
+
+def test_config_session_holds_mqtt5_options_only_for_a_file_set_with_mqtt5():
+    for profile in ("full", "mqtt311"):
+        b = boards.get("esp32", profile=profile)
+        cfg = deploy_values(b, client_id="x")["SESSION"]
+        assert ("topic_alias_maximum" in cfg) == (profile == "full")
+        assert {k: v for k, v in b.session_options().items() if k != "topic_alias_maximum"} == \
+            {k: v for k, v in cfg.items() if k != "topic_alias_maximum"}

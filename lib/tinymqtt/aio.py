@@ -34,7 +34,9 @@ class AsyncClient(Driver):
     Options and callbacks: see Driver (on_message is the blocking client's; here messages() has them)."""
 
     def __init__(self, *args, **options):  # (Driver's: host, port, tls... without batch, the blocking client's)
-        Driver.__init__(self, *args, ack_later=True, **options)  # (a session with app_acks.py's ack())
+        # (a session with app_acks.py's ack(): manual_ack None acknowledges those no handler takes once taken)
+        options["manual_ack"] = options.get("manual_ack") or None
+        Driver.__init__(self, *args, **options)
         # Received messages no handler claimed, for messages(): a ring of Receive Maximum entries. QoS 1/2
         # messages are acknowledged when taken (manual_ack: by ack()), so a v5 server sends no more than
         # that many; a PUBLISH that still finds the ring full (QoS 0, or a 3.x server) parks the reader until

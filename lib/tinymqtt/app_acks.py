@@ -1,6 +1,6 @@
 # Inbound QoS 1/2 messages the application acknowledges itself, for a Session (or Session5) built with them:
-# manual_ack=True (every one, by ack()), or a driver's ack_later=True (those no handler takes, once the
-# application has taken them from its queue: the asyncio client). Loaded only by a session that asks for it;
+# manual_ack=True (every one, by ack()), or manual_ack=None (the asyncio client's: those no handler takes, once
+# the application has taken them from its queue). Loaded only by a session that asks for it;
 # profile mqtt311 ships without it. What a held message's flow does (Session owns the rest):
 #   PUBLISH --> HELD (delivered; _held[pid] = QoS) --ack()--> QoS 1: PUBACK, gone; QoS 2: PUBREC, Session's table
 #   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
@@ -21,7 +21,7 @@ _PUBREC = const(5)
 
 
 class AppAcks:
-    """Mixed in before Session or Session5 by extended(); _base is that class. Options: manual_ack, ack_later.
+    """Mixed in before Session or Session5 by extended(); _base is that class. Option: manual_ack (True or None).
     Attributes a driver sets: hold (its queue is full: received() stops at the next PUBLISH and sets parked)
     and hold_pubrel, fn(pid) -> True when the application answers that PUBREL itself with complete(pid), once
     it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves)."""
@@ -30,7 +30,7 @@ class AppAcks:
     hold_pubrel = None
     _era = 0  # new sessions so far (see the top)
 
-    def __init__(self, *args, manual_ack=False, ack_later=False, **options):
+    def __init__(self, *args, manual_ack=False, **options):
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
         self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
@@ -73,7 +73,7 @@ class AppAcks:
             p._era = self._era
             self._deliver(p)
             self._msg = type(p)(_PUBLISH)  # (a Packet) the application keeps p until its ack(): the next is read anew
-        elif self._deliver(p) and not self._pay(pid):  # ack_later: a handler took it, so it is acknowledged now
+        elif self._deliver(p) and not self._pay(pid):  # manual_ack None: a handler took it, so it is acknowledged now
             self._owed = pid  # (or once `out` is written: the handler filled it)
 
     def _pubrel(self, pid):

@@ -172,12 +172,14 @@ def client(a, **extra):
                       retain=a.will_retain, props=a.props.get("will"))
     cid = a.id or ("" if v == 5 else "tinymqtt-%d" % os.getpid())
     connect_props = dict(a.props.get("connect", {}))
-    expiry = connect_props.pop(P.SESSION_EXPIRY_INTERVAL, a.session_expiry or 0) if v == 5 else 0
+    if v == 5:  # (a 3.x session takes no MQTT 5 option)
+        extra["session_expiry"] = connect_props.pop(P.SESSION_EXPIRY_INTERVAL, a.session_expiry or 0)
+        extra["props"] = connect_props or None
     try:
         c = Client(a.host, a.port, tls=tls_context(a), reconnect=a.disable_clean_session, backoff_min_ms=200,
                    backoff_max_ms=5000, port_impl=port_impl, client_id=cid, version=v, keepalive=a.keepalive,
-                   clean=not a.disable_clean_session, session_expiry=expiry, will=will, username=a.username,
-                   password=a.pw.encode() if a.pw is not None else None, props=connect_props or None,
+                   clean=not a.disable_clean_session, will=will, username=a.username,
+                   password=a.pw.encode() if a.pw is not None else None,
                    max_packet_size=1 << 20, **extra)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None

@@ -34,7 +34,7 @@ def _eq(self, other):
 
 
 def _repr(self):
-    out = [NAMES[self.type] if 0 <= self.type < 16 else str(self.type)]
+    out = [NAMES.split()[self.type] if 0 <= self.type < 16 else str(self.type)]
     for f in FIELDS[1:]:
         v = getattr(self, f)
         if v != getattr(Packet, f):
@@ -104,7 +104,7 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
             raise protocol_error("retain handling 3 for %r" % f)
         p.topics.append((f, o))
     if not p.topics:
-        raise protocol_error("%s without a topic filter" % NAMES[p.type])
+        raise protocol_error("%s without a topic filter" % NAMES.split()[p.type])
 
 
 def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
@@ -112,7 +112,7 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
         pos = put(b, put(b, pos, bool(p.session_present)), p.reason)
     else:
         if not p.pid:
-            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[p.type])
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[p.type])
         pos = put(b, pos, p.pid, 2)
         if v < V5 and p.type == UNSUBACK:
             return pos

@@ -58,7 +58,7 @@ class DebugPort:
                 break
             try:
                 p = decode(memoryview(data)[pos:pos + n], self.version)
-                text = NAMES[p.type] + ("" if p.type == CONNECT else describe(p))
+                text = NAMES.split()[p.type] + ("" if p.type == CONNECT else describe(p))
             except MQTTError as e:
                 text = "a malformed packet (%s)" % e
             print("Client %s %s %s" % (self.client_id() or "(null)", verb, text), file=self.out, flush=True)

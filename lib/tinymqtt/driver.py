@@ -32,17 +32,18 @@ _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDel
 
 def new_session(on_event, **options):
     """A session for options["version"]: 5, the default (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1),
-    extended by app_acks.py when the application acknowledges messages itself (manual_ack, ack_later).
+    extended by app_acks.py when the application acknowledges messages itself: manual_ack=True (every one, by
+    ack()) or None (the asyncio client's: those no handler takes, once taken from its queue); False: none.
     (No default argument for version: its tuple would cost board heap.)"""
     S = Session
     try:
         if options.setdefault("version", 5) == 5:
             from tinymqtt.session5 import Session5 as S
-        if options.get("manual_ack") or options.get("ack_later"):  # messages the application acknowledges itself
+        if options.get("manual_ack", 0) != 0:  # messages the application acknowledges itself (True; None: aio)
             from tinymqtt.app_acks import extended
             S = extended(S)
-    except ImportError:  # profile mqtt311 ships neither
-        raise LocalProtocolError(0x84, "MQTT 5 (version=5) or manual_ack is not in this build")
+    except ImportError:  # profile mqtt311 ships neither: Session refuses version=5 and manual_ack with 0x84
+        pass
     return S(on_event=on_event, **options)
 
 

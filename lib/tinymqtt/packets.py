@@ -45,10 +45,10 @@ _AUTH = const(15)
 _V31 = const(3)
 _V311 = const(4)
 _V5 = const(5)
-# The packet types' names, for messages (a list: mpy-cross would make a tuple of literals a constant holding
-# each name as a str object on a board's heap; a list is built from the qstrs, which cost less).
-NAMES = ["reserved", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE",
-         "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP", "DISCONNECT", "AUTH"]
+# The packet types' names, for messages (NAMES.split()[t]) and __getattr__: one str costs less .mpy and board
+# heap than a list of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
+NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
+         "PINGREQ PINGRESP DISCONNECT AUTH")
 # The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (reserved
 # type 0: none matches).
 _FLAGS = b"\xff\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
@@ -61,14 +61,10 @@ def __getattr__(name):
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
     if name == "sub_options":
         return v5().sub_options
-    if name in NAMES[1:]:
-        return NAMES.index(name)
-    if name == "V31":
-        return _V31
-    if name == "V311":
-        return _V311
-    if name == "V5":
-        return _V5
+    n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
+    if name in n[1:]:
+        i = n.index(name)
+        return i - 13 if i > 15 else i
     raise AttributeError(name)
 
 
@@ -125,7 +121,7 @@ def decode(mv, version=_V5):
     if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= _FLAGS[t] and 6
     if t != _PUBLISH and f != _FLAGS[t]:  # (type 0's flags: 0xFF)
-        raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES[t], bin(f)))
+        raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES.split()[t], bin(f)))
     p = Packet(t)
     if t == _PUBLISH:
         read_publish(mv, 0, n, p, version)
@@ -156,7 +152,7 @@ def decode(mv, version=_V5):
                 raise malformed("packet identifier 0")
     if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
         if not SERVER:
-            raise protocol_error("a server never sends %s" % NAMES[t])
+            raise protocol_error("a server never sends %s" % NAMES.split()[t])
         SERVER(mv, i, p, version)  # the rest of it, to the end
     elif version == _V5:
         v5().tail(mv, i, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
@@ -168,7 +164,7 @@ def decode(mv, version=_V5):
             if not c or c.strip(b"\0\1\2\x80"[:version]):
                 raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c or t == _AUTH:
-            raise malformed("%s: %d unexpected bytes at its end, or a type 3.x does not have" % (NAMES[t], n - i))
+            raise malformed("%s: %d unexpected bytes at its end, or a type 3.x does not have" % (NAMES.split()[t], n - i))
     return p
 
 
@@ -329,7 +325,7 @@ def _body(b, pos, p, v):
         pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
     elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
         if not p.pid:
-            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES[t])
+            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
         pos = put(b, pos, p.pid, 2)
     if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
         pos = v5().put_fields(b, pos, p)
@@ -344,7 +340,7 @@ def _body(b, pos, p, v):
                 pos = put_str(b, pos, s)
     elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
         if not p.topics:
-            raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES[t])
+            raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
         for f in p.topics:
             pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
     return pos

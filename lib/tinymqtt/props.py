@@ -132,7 +132,7 @@ class Reader:
     def done(self, t):
         """Refuses bytes left after the last field of a packet of type t."""
         if self.pos != self.end:
-            raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES[t]))
+            raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES.split()[t]))
 
 
 def put_vbi(b, pos, v):
@@ -287,13 +287,13 @@ def tail(mv, i, p):
         if t == 2 or (i < r.end and not codes):
             c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in ok:
-                raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES[t]))
+                raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES.split()[t]))
         if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
         if codes:
             c = bytes(mv[r.pos:])
             p.codes = list(c)
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
-                raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES[t], c))
+                raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES.split()[t], c))
             return
     r.done(t)

@@ -12,7 +12,7 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-# Messages the application acknowledges itself (manual_ack, a driver's ack_later) are app_acks.py's: the class
+# Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
 # app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
@@ -60,15 +60,16 @@ class Session:
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
-                 password=None, session_expiry=0, receive_maximum=16, max_packet_size=4096,
-                 topic_alias_maximum=0, send_alias_maximum=16, max_inflight=16, out_size=0, props=None,
-                 manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000, on_event=None):
-        # (props, session_expiry, topic_alias_maximum, send_alias_maximum: Session5's, which takes them before they
-        # come here; a 3.x session accepts and ignores them, as board configs and the CLI pass them to any version.
-        # manual_ack: app_acks.py's class takes it before it comes here)
+                 password=None, receive_maximum=16, max_packet_size=4096, max_inflight=16, out_size=0,
+                 topic_alias_maximum=0, manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000,
+                 on_event=None):
+        # (props, session_expiry, send_alias_maximum are Session5's: a 3.x session given one raises TypeError. It
+        # takes and ignores topic_alias_maximum, which a full board's config.SESSION passes to any version: 26 B
+        # here, 33 B as a pop in driver.new_session. manual_ack: app_acks.py's class takes it before it comes here)
         if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack:
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
-                                           "app_acks.extended(Session or Session5); driver.new_session() builds both")
+                                           "app_acks.extended(Session or Session5); driver.new_session() builds "
+                                           "both when this build has them (profile mqtt311 has neither)")
         self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
         self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
@@ -339,12 +340,12 @@ class Session:
             if t == _PUBLISH and self.state != _CONNECTING:  # read in place into the one reused Packet
                 return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
             if 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
-                raise protocol_error("a server never sends %s" % NAMES[t])
+                raise protocol_error("a server never sends %s" % NAMES.split()[t])
             p = decode(self._inmv[pos:pos + total], self.version)
             if self.state == _CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)
-                raise protocol_error("%s before CONNACK" % NAMES[t])
+                raise protocol_error("%s before CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
                 f = self.flights
                 i = f.find(p.pid)
@@ -355,7 +356,7 @@ class Session:
                 if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
                     # (checked before the request is let go: a reconnect asks again)
                     raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
-                                         % (NAMES[t], p.pid, NAMES[f.retain[i]], len(topics), codes))
+                                         % (NAMES.split()[t], p.pid, NAMES.split()[f.retain[i]], len(topics), codes))
                 f.mark(i, 0, 0)  # (FREE)
                 if t == _SUBACK:
                     for k in range(len(topics)):
@@ -367,7 +368,7 @@ class Session:
                 self.pinging = False
                 return
             if not 0xF0 >> t & 1:  # not PUBACK-PUBCOMP: a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
-                raise protocol_error("a server never sends %s after CONNACK" % NAMES[t])
+                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             pid = p.pid
             reason = p.reason
         f = self.flights
@@ -381,7 +382,7 @@ class Session:
                 self._send(_PUBREL, pid, self._not_found)
             return
         if not r:
-            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES[t], pid, f.qos[f.find(pid)]))
+            raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES.split()[t], pid, f.qos[f.find(pid)]))
         if r == _PUBREL:
             self._send(_PUBREL, pid, 0)
         else:

@@ -38,8 +38,9 @@ fig = {"start": _shifted()}
 
 
 def client(v, alias, name):
+    opts = dict(LIMITS, send_alias_maximum=alias) if v == 5 else LIMITS  # (a 3.x session takes no MQTT 5 option)
     c = Client(config.BROKER_HOST, config.BROKER_PORT, reconnect=False, client_id=config.CLIENT_ID + name,
-               version=v, keepalive=30, send_alias_maximum=alias, **LIMITS)
+               version=v, keepalive=30, **opts)
     c.connect()
     return c
 

@@ -27,7 +27,7 @@ class Closed(AssertionError):
 
 
 def _name(t):
-    return NAMES[t] if 0 <= t < 16 else str(t)
+    return NAMES.split()[t] if 0 <= t < 16 else str(t)
 
 
 class FakeBroker:

@@ -71,7 +71,8 @@ def wire(broker, count=100):
         for label, version, aliases in (("MQTT 3.1.1", 4, 0), ("MQTT 5.0", 5, 0), ("MQTT 5.0 + topic alias", 5, 16)):
             for qos in (0, 1, 2):
                 c = Client(px.host, px.port, reconnect=False, batch=False, client_id="bench-wire-%d" % os.getpid(),
-                           version=version, send_alias_maximum=aliases, max_inflight=count + 1)
+                           version=version, max_inflight=count + 1,
+                           **({"send_alias_maximum": aliases} if version == 5 else {}))
                 c.connect()
                 alias_max = c.session.aliases.max if version == 5 else 0
                 c.wait_for(c.publish(WIRE_TOPIC, WIRE_PAYLOAD, qos) or 0, 5)

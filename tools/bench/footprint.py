@@ -43,7 +43,7 @@ def tree(dest, profile, app, version, host="127.0.0.1", port=1883, extra=()):
     esp = boards_mod.get("esp32", profile=profile)
     board = dataclasses.replace(boards_mod.get("linux", profile=profile), short_errors=esp.short_errors)
     values = deploy.config_values(board, host, port, client_id="fp-%s-%s-%d" % (profile, app[3:-3], os.getpid()))
-    values["SESSION"] = esp.session_options()  # the esp32 buffers, as the table asks
+    values["SESSION"] = deploy.session_for(esp)  # the esp32 buffers, as the table asks
     values["VERSION"] = version
     with open(os.devnull, "w") as quiet:
         deploy.write_target(deploy.build(board, os.path.join(FP, app), values, extra_files=extra), dest, quiet)
@@ -201,7 +201,7 @@ def measure(quick=False, log=print):
             for label, profile, app, version in ROWS:
                 dest = tree(os.path.join(tmp, "%s-%s" % (profile, app[:-3])), profile, app, version, broker.host,
                             broker.port)
-                opts = boards_mod.get("esp32", profile=profile).session_options()
+                opts = deploy.session_for(boards_mod.get("esp32", profile=profile))
                 row = {"client": label, "profile": profile, "version": version,
                        "mpy": sum(res["mpy"][profile][m] for m in _loaded(profile, app)),
                        "unix": run_unix(dest, 512 * 1024),

@@ -125,13 +125,22 @@ def library_mpy(board, path, name, tmp):
     return compile_mpy(path, name, flags, tmp)
 
 
+def session_for(board):
+    """config.SESSION: the board's Session options, without MQTT 5's (topic_alias_maximum) when its file set has
+    no session5.py: a 3.x Session does not take them (TypeError)."""
+    s = board.session_options()
+    if "tinymqtt/session5.py" not in board.lib:
+        s.pop("topic_alias_maximum", None)
+    return s
+
+
 def config_values(board, broker="127.0.0.1", port=1883, client_id=None, secrets=None, extra=None, seed=""):
     """What config.py holds, in order: where the broker is, who we are, the board's sizes, then secrets."""
     if client_id is None:
         client_id = "%s-%s" % (board.name, hashlib.sha1(("%s|%s" % (board.name, seed)).encode()).hexdigest()[:6])
     v = {"BOARD": board.name, "BROKER_HOST": broker, "BROKER_PORT": port, "CLIENT_ID": client_id}
     v.update(board.config)
-    v["SESSION"] = board.session_options()
+    v["SESSION"] = session_for(board)
     v.update(secrets or {})
     v.update(extra or {})
     return v
@@ -369,5 +378,5 @@ def deploy_device(board, files, device=None, runner=None, follow=False, start=Tr
     return [f.dest for f in changed]
 
 
-__all__ = ["DeployError", "DeviceError", "File", "build", "config_values", "deploy_device", "load_secrets",
+__all__ = ["DeployError", "DeviceError", "File", "build", "config_values", "session_for", "deploy_device", "load_secrets",
            "masked", "plan_text", "write_target", "sizes"]

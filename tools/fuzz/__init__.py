@@ -106,7 +106,9 @@ def session(data):
     v = (3, 4, 5, 5)[cfg & 3]
     opts = dict(client_id="fz", version=v, keepalive=(0, 2)[cfg >> 2 & 1], max_packet_size=512, max_inflight=8,
                 receive_maximum=(2, 80)[cfg >> 3 & 1], manual_ack=bool(cfg & 16),
-                topic_alias_maximum=(0, 4)[cfg >> 5 & 1] if v == 5 else 0, retry_ms=(0, 50)[cfg >> 6 & 1])
+                retry_ms=(0, 50)[cfg >> 6 & 1])
+    if v == 5:  # (a 3.x session takes no MQTT 5 option)
+        opts["topic_alias_maximum"] = (0, 4)[cfg >> 5 & 1]
     if cfg & 128:
         opts.update(session_expiry=60) if v == 5 else opts.update(clean=False)
     if v == 5 and cfg & 64:
