@@ -10,9 +10,7 @@ import pytest
 import tinymqtt_port
 from tests.support.fakebroker import FakeBroker
 from tinymqtt.aio import AsyncClient
-from tinymqtt.packets import Packet, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
-
-ACK = {1: PUBACK, 2: PUBREC}
+from tests.test_manual_ack_sessions import reused_id_after_lost_session
 
 
 async def until(cond, seconds=10):
@@ -25,24 +23,10 @@ async def until(cond, seconds=10):
 @pytest.mark.parametrize("manual", [False, True], ids=["taken", "manual_ack"])
 @pytest.mark.parametrize("version,qos", [(5, 1), (5, 2), (4, 1), (4, 2)])
 async def test_a_message_from_a_lost_session_acknowledges_nothing_in_the_new_one(version, qos, manual):
-    def server(fb):
-        fb.handshake()
-        fb.send(Packet(PUBLISH, topic="m", payload=b"old", qos=qos, pid=5))
-        fb.expect(PUBLISH, topic="ready", timeout=10)  # (connect() returned before the link drops)
-        fb.close()
-        fb.handshake(session_present=False)  # the session that sent "old" is gone; its id 5 is free again
-        fb.send(Packet(PUBLISH, topic="m", payload=b"new", qos=qos, pid=5))
-        fb.expect(PUBLISH, topic="mark", timeout=10)  # the old message's turn came first: nothing before this
-        fb.expect(ACK[qos], pid=5, timeout=10)  # the new message's own ack
-        if qos == 2:
-            fb.send(Packet(PUBREL, pid=5))
-            fb.expect(PUBCOMP, pid=5, timeout=10)
-        fb.expect_nothing(0.2)
-
     fb = FakeBroker(version)
     c = AsyncClient("127.0.0.1", fb.port, version=version, client_id="t1", port_impl=tinymqtt_port,
                     backoff_min_ms=10, backoff_max_ms=40, manual_ack=manual)
-    fb.start(server)
+    fb.start(reused_id_after_lost_session(qos))
     try:
         await c.connect()
         await c.publish("ready", b"", 0)
