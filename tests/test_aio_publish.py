@@ -6,6 +6,7 @@ import asyncio
 import tinymqtt_port
 from tests.support.fakebroker import FakeBroker
 from tinymqtt.aio import AsyncClient
+from tinymqtt.errors import ConnectionLost
 from tinymqtt.packets import Packet, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
 
 
@@ -31,6 +32,56 @@ async def test_publish_waits_for_a_free_slot_then_publishes_and_returns_each_flo
         assert await asyncio.wait_for(c.publish("t", b"2", 2), 10) == 0  # PUBCOMP: delivered
         await asyncio.get_running_loop().run_in_executor(None, fb.join)
         assert not c._done and not c.session.flights.count
+    finally:
+        await c.close()
+        fb.stop()
+
+
+class _DrainFailsOnce:
+    """tinymqtt_port, but the first stream's drain() after the CONNACK fails as a link dying under a write would."""
+
+    def __init__(self):
+        self.streams = 0
+
+    def __getattr__(self, name):
+        return getattr(tinymqtt_port, name)
+
+    async def open_stream(self, host, port, tls=None):
+        st = await tinymqtt_port.open_stream(host, port, tls)
+        self.streams += 1
+        if self.streams == 1:
+            drain, calls = st.drain, [0]
+
+            async def failing():
+                calls[0] += 1
+                if calls[0] == 2:  # (the first drain is CONNECT's)
+                    raise ConnectionLost(0x80, "link died under the write")
+                return await drain()
+            st.drain = failing
+        return st
+
+
+async def test_a_link_that_dies_under_the_publish_write_still_ends_the_await_with_the_flows_result():
+    # The drain of publish()'s write fails: the link closes, the session keeps the QoS 1 message and resends it on
+    # the next connection, and `await publish()` returns when that flow ends (0: PUBACK), not None at the failure.
+    def server(fb):
+        fb.handshake()
+        fb.expect(PUBLISH, qos=1, payload=b"x", timeout=10)  # (the write went out; only its drain failed)
+        fb.close()
+        fb.handshake(session_present=True)
+        again = fb.expect(PUBLISH, qos=1, payload=b"x", timeout=10)
+        fb.send(Packet(PUBACK, pid=again.pid))
+
+    fb = FakeBroker(5)
+    port = _DrainFailsOnce()
+    c = AsyncClient("127.0.0.1", fb.port, version=5, client_id="t1", port_impl=port, clean=False,
+                    backoff_min_ms=10, backoff_max_ms=40)
+    fb.start(server)
+    try:
+        await c.connect()
+        assert await asyncio.wait_for(c.publish("t", b"x", 1), 10) == 0
+        assert port.streams == 2 and not c.session.flights.count
+        await asyncio.get_running_loop().run_in_executor(None, fb.join)
     finally:
         await c.close()
         fb.stop()

@@ -213,8 +213,10 @@ class AsyncClient(Driver):
             while self._done.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
-        except LINK_ERRORS as e:  # (the drain: the link closes and nobody waits; the session resends the message)
-            self._close(e)
+        except LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
+            self._close(e)  # it is awaited on (a second coroutine only on this path: a nested try would make every
+            if pid:  # flow's coroutine larger)
+                return await self._result(pid, self._changed.wait())
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)
         return None if arg is WAITING else getattr(arg, "codes", arg)
