@@ -82,6 +82,20 @@ def order(modules):
     return [(n, text[n]) for n in out]
 
 
+def _imports_only(stmt):
+    """A compound statement that only imports, or binds names to names or constants: one that two modules may
+    both hold (the same objects either way)."""
+    if not isinstance(stmt, (ast.Try, ast.If)):
+        return False
+    for s in ast.walk(stmt):
+        if isinstance(s, ast.stmt) and not isinstance(s, (ast.Try, ast.If, ast.Import, ast.ImportFrom, ast.Pass,
+                                                          ast.Assign)):
+            return False
+        if isinstance(s, ast.Assign) and not isinstance(s.value, (ast.Name, ast.Constant)):
+            return False
+    return True
+
+
 def _origin(stmt, module, name, origins):
     """What object a module-level name is bound to, as a comparable key: the module and name that define it, or
     for an import from outside the bundle, where it comes from."""
@@ -152,6 +166,15 @@ def bundle(modules, init_text):
                 continue
             if c is not None:
                 consts[c[0]] = (mod, c[1])
+            if _imports_only(stmt):  # (try: from micropython import const / except: const = int): one is enough
+                key = ("same", ast.dump(stmt))
+                if all(origins.get(n) == key for n in _bound(stmt)):
+                    for i in span:
+                        keep[i] = False
+                    continue
+                for n in _bound(stmt):
+                    _bind(n, mod, key, where, origins)
+                continue
             for n in _bound(stmt):
                 _bind(n, mod, _origin(stmt, mod, n, origins), where, origins)
         body = []
@@ -168,13 +191,12 @@ def bundle(modules, init_text):
 
 # The package's __getattr__ when a bundled module has one (packets: its names made on use): that module's
 # answer, else the submodule of that name. MicroPython's `from tinymqtt import props` asks a package's
-# __getattr__ before it imports the submodule, and an AttributeError from it would end the import.
+# __getattr__ before it imports the submodule, and whatever that raises ends the import: so a name that is
+# neither raises ImportError (what `from tinymqtt import M` must raise when M is not on the board), not
+# AttributeError (hasattr(tinymqtt, "nothing") raises it too: nothing in the library asks).
 _GETATTR = """
 def __getattr__(name):
-%s    try:
-        __import__("tinymqtt." + name)
-    except ImportError:
-        raise AttributeError(name) from None
+%s    __import__("tinymqtt." + name)
     return sys.modules["tinymqtt." + name]
 """
 _TRY = """    try:
