@@ -139,3 +139,10 @@ def test_every_import_form_works_on_the_bundled_tree(broker, tmp_path, profile, 
         assert eval(last) == [(prefix + "/t", b"v5", [("k", "v")])], "MQTT 5 (lazily loaded) over the bundle"
     else:
         assert last == "LocalProtocolError 132", "mqtt311 has no props.py: v5() says 0x84"
+
+
+def test_boards_toml_refuses_a_bundle_outside_the_profiles_files():
+    text = ('[profile.full]\nlib = ["tinymqtt/__init__.py", "tinymqtt/errors.py"]\nbundle = ["tinymqtt/wire.py"]\n')
+    with pytest.raises(boards.BoardError) as e:
+        boards.parse_profiles(text)
+    assert "[profile.full] bundle: tinymqtt/wire.py is not one of the profile's lib modules" in str(e.value)

@@ -96,7 +96,7 @@ def _imports_only(stmt):
     return True
 
 
-def _origin(stmt, module, name, origins):
+def _origin(stmt, module, name):
     """What object a module-level name is bound to, as a comparable key: the module and name that define it, or
     for an import from outside the bundle, where it comes from."""
     if isinstance(stmt, ast.ImportFrom):
@@ -132,7 +132,7 @@ def bundle(modules, init_text):
         for stmt in tree.body:
             if mod == "__init__":
                 for n in _bound(stmt):
-                    where[n], origins[n] = mod, _origin(stmt, mod, n, origins)
+                    where[n], origins[n] = mod, _origin(stmt, mod, n)
                 continue
             span = range(stmt.lineno - 1, stmt.end_lineno)
             src = _bundled_import(stmt, names)
@@ -176,7 +176,7 @@ def bundle(modules, init_text):
                     _bind(n, mod, key, where, origins)
                 continue
             for n in _bound(stmt):
-                _bind(n, mod, _origin(stmt, mod, n, origins), where, origins)
+                _bind(n, mod, _origin(stmt, mod, n), where, origins)
         body = []
         for i, line in enumerate(lines):
             if i in extra:
