@@ -146,3 +146,28 @@ def test_boards_toml_refuses_a_bundle_outside_the_profiles_files():
     with pytest.raises(boards.BoardError) as e:
         boards.parse_profiles(text)
     assert "[profile.full] bundle: tinymqtt/wire.py is not one of the profile's lib modules" in str(e.value)
+
+
+def test_steady_state_publish_allocates_nothing_from_the_bundle_on_32_bit_micropython(broker, tmp_path):
+    # tests/test_heap_blocking.py's app (heap_lock() around publish + loop, MQTT 3.1.1 and 5) on the simulated
+    # board with deploy's bundled full library in place of the separate modules tools.sim copies
+    import shutil
+    import tempfile
+    import tools.sim
+    from tests.test_heap_blocking import APP, check
+    from tools.deploy import library_files
+    root = tools.sim.assemble(APP, str(tmp_path / "board"), "sim", dict(
+        BROKER_HOST=broker.host, BROKER_PORT=broker.port, PREFIX="hb/bundle/", WARMUP=20, N=100))
+    shutil.rmtree(os.path.join(root, "lib", "tinymqtt"))
+    with tempfile.TemporaryDirectory() as tmp:
+        for dest, data, _ in library_files(boards.get("sim"), tmp):
+            os.makedirs(os.path.dirname(os.path.join(root, dest)), exist_ok=True)
+            with open(os.path.join(root, dest), "wb") as f:
+                f.write(data)
+    assert os.path.exists(os.path.join(root, "lib", "tinymqtt", "__init__.mpy"))
+    assert not os.path.exists(os.path.join(root, "lib", "tinymqtt", "session.mpy"))
+    argv, env = tools.sim.command(root, "sim")
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    res = tools.sim.results(p.stdout)
+    assert p.returncode == 0 and len(res) == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    check(res[0], "32-bit, bundled", 16)
