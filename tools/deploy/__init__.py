@@ -1,5 +1,6 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
-# board's mpy-cross flags; main.py and config.py stay source) and puts it on a device with mpremote, copying
+# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py;
+# main.py and config.py stay source) and puts it on a device with mpremote, copying
 # only what changed, or into a folder (--target). WiFi credentials come from the environment or a git-ignored
 # secrets.toml and are never printed: every value whose name says it is a secret is masked in any output.
 #
