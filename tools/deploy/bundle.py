@@ -120,8 +120,9 @@ def bundle(modules, init_text):
     names = [n for n, _ in modules]
     where, origins, consts = {}, {}, {}  # name -> defining module; name -> origin key; const name -> value dump
     getattrs = []  # the bundled modules' __getattr__, renamed
+    code = "".join(l for l in init_text.splitlines(True) if not l.startswith("#"))  # (its words: "loads nothing")
     parts = ["# Written by tools/deploy: lib/tinymqtt/__init__.py and, in one namespace, %s (edit those).\n"
-             % ", ".join(names) + init_text.rstrip("\n") + "\n", _aliases(names)]
+             % ", ".join(names) + code.strip("\n") + "\n", _aliases(names)]
     where.update(dict.fromkeys(names + ["sys"], "__init__"))  # what _aliases binds: the package, sys
     origins.update({n: ("package",) for n in names}, sys=("import", "sys"))
     for mod, text in [("__init__", init_text)] + modules:
