@@ -63,7 +63,7 @@ def test_target_writes_the_board_tree_with_mpy_files(board, tmp_path, monkeypatc
                        "--broker", "10.1.2.3:1884", "--client-id", "dev-1")
     assert rc == 0, err
     files = tree_of(tmp_path)
-    lib = ["lib/" + m[:-3] + ".mpy" for m in b.lib]
+    lib = ["lib/" + m[:-3] + ".mpy" for m in b.lib if m not in b.bundle]  # (the bundle: tinymqtt/__init__)
     support = ["lib/" + os.path.basename(p)[:-3] + ".mpy" for p in b.support]
     expected = lib + support + ["lib/tinymqtt_port.mpy", "telemetry.mpy", "main.py", "config.py", ".tinymqtt.json"]
     assert files == sorted(expected)
@@ -78,7 +78,7 @@ def test_target_writes_the_board_tree_with_mpy_files(board, tmp_path, monkeypatc
     for c in compiled:
         o3 = ["-O3"] if b.short_errors and "tinymqtt/" in c[c.index("-s") + 1] else []
         assert c[1:c.index("-s")] == b.mpy_cross + o3, c
-    assert ["-s", "tinymqtt/session.py"] == next(c for c in compiled if c[-1].endswith("session.py"))[-5:-3]
+    assert ["-s", "tinymqtt/client.py"] == next(c for c in compiled if c[-1].endswith("client.py"))[-5:-3]
     # main.py stays source (a board runs it as such) and imports the compiled app
     assert (tmp_path / "main.py").read_text().splitlines()[-1] == "import telemetry"
     cfg = load_config(tmp_path / "config.py")
@@ -123,19 +123,19 @@ def test_every_board_file_set_compiles_with_its_flags(board, tmp_path):
 def test_target_removes_what_an_earlier_deploy_left(tmp_path):
     rc, _, err = run("--board", "sim", "--app", "examples/rpc.py", "--target", str(tmp_path), "--source")
     assert rc == 0, err
-    assert (tmp_path / "lib/tinymqtt/session.py").exists()
+    assert (tmp_path / "lib/tinymqtt/client.py").exists()
     (tmp_path / "mine.txt").write_text("not the deploy's")
     rc, _, err = run("--board", "sim", "--app", "examples/command.py", "--target", str(tmp_path))
     assert rc == 0, err
     files = tree_of(tmp_path)
-    assert "lib/tinymqtt/session.py" not in files, "a stale .py would shadow session.mpy"
+    assert "lib/tinymqtt/client.py" not in files, "a stale .py would shadow client.mpy"
     assert "rpc.py" not in files and "command.mpy" in files and "mine.txt" in files
 
 
 def test_source_mode_copies_py_files(tmp_path):
     rc, _, err = run("--board", "linux", "--app", "examples/rpc.py", "--target", str(tmp_path), "--source")
     assert rc == 0, err
-    assert (tmp_path / "lib/tinymqtt/session.py").read_bytes() == open(os.path.join(REPO, "lib/tinymqtt/session.py"), "rb").read()
+    assert (tmp_path / "lib/tinymqtt/client.py").read_bytes() == open(os.path.join(REPO, "lib/tinymqtt/client.py"), "rb").read()
     assert (tmp_path / "lib/tinymqtt_port.py").read_bytes() == open(os.path.join(REPO, "ports/linux/tinymqtt_port.py"), "rb").read()
 
 
@@ -149,7 +149,7 @@ def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path):
     assert rc == 0, err
     assert not target.exists() and calls == []
     assert out.startswith("deploy to esp32 (folder %s): MicroPython >= 1.27.0, mpy-cross -march=xtensawin" % target)
-    for dest in ("lib/tinymqtt/session.mpy", "lib/tinymqtt_port.mpy", "lib/tinymqtt_board.mpy", "command.mpy",
+    for dest in ("lib/tinymqtt/client.mpy", "lib/tinymqtt_port.mpy", "lib/tinymqtt_board.mpy", "command.mpy",
                  "main.py", "config.py"):
         assert "\n  %s " % dest in out
     assert "ports/esp32/tinymqtt_port.py" in out and "ports/common/tinymqtt_board.py" in out
@@ -324,7 +324,7 @@ def test_device_romfs_holds_the_library_where_the_firmware_has_one(tmp_path):
     files = fake.files()
     rom = [f for f in files if f.startswith("rom/")]
     assert rom and all(f.startswith("rom/lib/") for f in rom) and not [f for f in files if f.startswith("lib/")]
-    assert "rom/lib/tinymqtt/session.mpy" in rom and "rom/lib/tinymqtt_port.mpy" in rom
+    assert "rom/lib/tinymqtt/__init__.mpy" in rom and "rom/lib/tinymqtt_port.mpy" in rom  # (the bundle)
     assert fake.copied[0] == "ROMFS" and "library and port go to the ROMFS partition" in out
     assert {"main.py", "config.py", "sensor.mpy"} <= set(files), "the app and its settings stay on the filesystem"
     fake.copied.clear()
@@ -333,7 +333,7 @@ def test_device_romfs_holds_the_library_where_the_firmware_has_one(tmp_path):
     fake.copied.clear()  # back to a plain copy: the old image would shadow /lib, so it is emptied
     assert device_deploy(fake, "--profile", "mqtt311", app="examples/sensor.py")[0] == 0
     assert fake.copied[0] == "ROMFS" and not [f for f in fake.files() if f.startswith("rom/")]
-    assert "lib/tinymqtt/session.mpy" in fake.files()
+    assert "lib/tinymqtt/__init__.mpy" in fake.files()
 
 
 @pytest.mark.parametrize("romfs, why", [(None, "no ROMFS partition"), (8192, "smaller than")])
@@ -342,7 +342,7 @@ def test_device_romfs_falls_back_to_a_plain_copy(tmp_path, romfs, why):
     rc, out, err = device_deploy(fake, "--romfs")
     assert rc == 0, err
     assert why in out and "copying the files instead" in out and "ROMFS" not in fake.copied
-    assert "lib/tinymqtt/session.mpy" in fake.files()
+    assert "lib/tinymqtt/client.mpy" in fake.files()
     rc, out, err = run("--board", "esp32", "--app", "examples/telemetry.py", "--romfs", "--target", str(tmp_path / "t"))
     assert rc == 1 and "use it with --device, not --target" in err
 
@@ -358,20 +358,20 @@ def test_device_without_hashlib_trusts_the_manifest(tmp_path):
     assert device_deploy(fake)[0] == 0
     fake.copied.clear()
     assert device_deploy(fake)[0] == 0 and fake.copied == [".tinymqtt.json"]
-    (tmp_path / "lib" / "tinymqtt" / "session.mpy").write_bytes(b"M\x06 damaged")  # a size the manifest does not know
+    (tmp_path / "lib" / "tinymqtt" / "client.mpy").write_bytes(b"M\x06 damaged")  # a size the manifest does not know
     fake.copied.clear()
-    assert device_deploy(fake)[0] == 0 and fake.copied == ["lib/tinymqtt/session.mpy", ".tinymqtt.json"]
+    assert device_deploy(fake)[0] == 0 and fake.copied == ["lib/tinymqtt/client.mpy", ".tinymqtt.json"]
 
 
 def test_device_removes_py_files_that_would_shadow_the_mpy(tmp_path):
     fake = FakeMpremote(tmp_path)
     assert device_deploy(fake, "--source")[0] == 0
-    assert "lib/tinymqtt/session.py" in fake.files()
+    assert "lib/tinymqtt/client.py" in fake.files()
     os.remove(tmp_path / ".tinymqtt.json")  # as if copied by hand: not in any manifest
     rc, out, err = device_deploy(fake)
     assert rc == 0, err
     files = fake.files()
-    assert "lib/tinymqtt/session.py" not in files and "lib/tinymqtt/session.mpy" in files
+    assert "lib/tinymqtt/client.py" not in files and "lib/tinymqtt/client.mpy" in files
     assert not [f for f in files if f.startswith("lib/") and f.endswith(".py")]
 
 
@@ -395,8 +395,8 @@ def test_device_follow_streams_main_py(tmp_path):
      "error: no device found: mpremote devs lists no serial device (plug the board in, or pass --device PORT)"),
     (dict(devices=("/dev/ttyACM0",)), [], "esp32", "/dev/ttyUSB9",
      "error: no device found at /dev/ttyUSB9 (mpremote devs lists /dev/ttyACM0)"),
-    (dict(fail_cp="lib/tinymqtt/session.mpy"), [], "esp32", "/dev/ttyUSB0",
-     "error: copying lib/tinymqtt/session.mpy failed on /dev/ttyUSB0: OSError: [Errno 28] ENOSPC"),
+    (dict(fail_cp="lib/tinymqtt/client.mpy"), [], "esp32", "/dev/ttyUSB0",
+     "error: copying lib/tinymqtt/client.mpy failed on /dev/ttyUSB0: OSError: [Errno 28] ENOSPC"),
 ])
 def test_device_errors_are_one_line(tmp_path, fake_kw, extra, board, device, message):
     fake = FakeMpremote(tmp_path, **fake_kw)

@@ -51,7 +51,7 @@ def test_deploy_romfs_without_romfs_copies_and_runs(broker, tmp_path):
                   env={}, out=out, err=err)
         assert rc == 0, out.getvalue() + err.getvalue() + dev.output.decode(errors="replace")[-2000:]
         assert "no ROMFS partition; copying the files instead" in out.getvalue()
-        assert (tmp_path / "lib" / "tinymqtt" / "session.mpy").is_file()
+        assert (tmp_path / "lib" / "tinymqtt" / "__init__.mpy").is_file()  # (the bundle: errors ... client)
         assert not (tmp_path / "lib" / "tinymqtt" / "aio.mpy").exists(), "the profile's files only"
         assert until(lambda: [m.payload for m in peer.msgs if m.topic == prefix + "/status"][-1:] == [b"offline"],
                      20, [peer]), dev.output.decode(errors="replace")[-2000:]

@@ -13,7 +13,7 @@ from tests.support import report
 from tinymqtt.client import Client
 from tinymqtt.errors import LocalProtocolError
 from tools import boards, size
-from tools.deploy import config_values as deploy_values
+from tools.deploy import config_values as deploy_values, library_mpy as deploy_mpy
 from tools.deploy.__main__ import main as deploy_main
 
 REPO = boards.REPO
@@ -78,9 +78,11 @@ def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, 
                           "--broker", "%s:%d" % (broker.host, broker.port),
                           "--set", "COUNT=3", "--set", "PERIOD_MS=50", "--set", "PREFIX=%r" % prefix)
     assert rc == 0, err
+    p = boards.profiles()[profile]  # the bundle is the package's __init__: the other modules load on first use
     assert sorted(os.path.relpath(os.path.join(d, f), tree / "lib") for d, _, fs in os.walk(tree / "lib" / "tinymqtt")
                   for f in fs) == sorted(m[:-3] + (".py" if kind == "cpython" else ".mpy")
-                                         for m in boards.profiles()[profile].lib)
+                                         for m in p.lib if m not in p.bundle)
+    assert p.bundle and "tinymqtt/session.py" in p.bundle
     got = []
     w = Client(broker.host, broker.port, version=4, client_id="w" + prefix[-8:], reconnect=False)
     w.on_message = lambda m: got.append((m.topic, bytes(m.payload)))
@@ -102,13 +104,17 @@ def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, 
 
 def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     full, small = size.profile_sizes("esp32", "full"), size.profile_sizes("esp32", "mqtt311")
-    assert set(full) == set(boards.profiles()["full"].lib) - set(boards.TEXT_ONLY)  # esp32: short error text
-    assert set(small) == set(boards.profiles()["mqtt311"].lib)
+    p = boards.profiles()  # (the files deploy writes: a profile's bundle is its tinymqtt/__init__)
+    assert set(full) == set(p["full"].lib) - set(boards.TEXT_ONLY) - set(p["full"].bundle)  # esp32: short errors
+    assert set(small) == set(p["mqtt311"].lib) - set(p["mqtt311"].bundle) == {"tinymqtt/__init__.py"}
     assert 0 < sum(small.values()) < sum(full.values())
     report.record("mpy esp32 profile full (B)", sum(full.values()))
     report.record("mpy esp32 profile mqtt311 (B)", sum(small.values()))
     base, rows = size.function_sizes(os.path.join(REPO, "lib", "tinymqtt", "topic.py"))
-    assert base == small["tinymqtt/topic.py"] and rows and all(n > 0 for n, _ in rows)
+    import tempfile  # (a bundled module is measured alone, as deploy compiles it before it is bundled)
+    with tempfile.TemporaryDirectory() as tmp:
+        alone = deploy_mpy(boards.get("esp32"), os.path.join(REPO, "lib", "tinymqtt", "topic.py"), "tinymqtt/topic.py", tmp)
+    assert base == len(alone) and rows and all(n > 0 for n, _ in rows)
     assert {w.split(":")[0] for _, w in rows} >= {"validate_name", "validate_filter", "matches"}
 
 

@@ -35,7 +35,7 @@ def test_deploy_run_and_redeploy_with_real_mpremote(broker, tmp_path):
         files = [l for l in out.splitlines() if "files changed" in l][0]
         total = int(files.split(" of ")[1].split()[0])
         assert "MicroPython 1.29.0 on linux; %d of %d files changed" % (total, total) in out, out
-        assert (tmp_path / "lib" / "tinymqtt" / "session.mpy").is_file() and (tmp_path / "config.py").is_file()
+        assert (tmp_path / "lib" / "tinymqtt" / "__init__.mpy").is_file() and (tmp_path / "config.py").is_file()  # (the bundle)
         assert not os.path.exists("/lib/tinymqtt"), "the device's files went to its own folder, not the host's /"
 
         def readings():

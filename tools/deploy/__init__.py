@@ -1,5 +1,6 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
-# board's mpy-cross flags; main.py and config.py stay source) and puts it on a device with mpremote, copying
+# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py;
+# main.py and config.py stay source) and puts it on a device with mpremote, copying
 # only what changed, or into a folder (--target). WiFi credentials come from the environment or a git-ignored
 # secrets.toml and are never printed: every value whose name says it is a secret is masked in any output.
 #
@@ -107,22 +108,63 @@ def compile_mpy(path, name, flags, tmp):
         return f.read()
 
 
-def library_mpy(board, path, name, tmp):
-    """The .mpy of a library module for the board: with short_errors, compiled from tools/deploy/shorten.py's
-    copy (error text: the packet named, or the line) and with mpy-cross -O3, which drops the line-number table
-    (8% of the bytes: an MQTT error's message is its line, and tracebacks still name module and function);
-    name (e.g. "tinymqtt/session.py") is what tracebacks show. The app and port keep their line numbers."""
-    flags = board.mpy_cross
+def library_text(board, path, name):
+    """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (error
+    text: the packet named, or the line); name is e.g. "tinymqtt/session.py"."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
     if board.short_errors and name.startswith("tinymqtt/"):
-        flags = list(flags) + ["-O3"]
         from tools.deploy.shorten import shorten
-        with open(path, encoding="utf-8") as f:
-            text = shorten(f.read(), name[9:-3])
-        os.makedirs(os.path.join(tmp, "short"), exist_ok=True)
-        path = os.path.join(tmp, "short", os.path.basename(name))
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        text = shorten(text, name[9:-3])
+    return text
+
+
+def compile_text(board, text, name, tmp):
+    """The .mpy of a library module's text for the board: with short_errors, mpy-cross -O3 drops the line-number
+    table (8% of the bytes: an MQTT error's message is its line, and tracebacks still name module and function);
+    name (e.g. "tinymqtt/session.py") is what tracebacks show. The app and port keep their line numbers."""
+    flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/") else [])
+    path = os.path.join(tmp, "src", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
     return compile_mpy(path, name, flags, tmp)
+
+
+def library_mpy(board, path, name, tmp):
+    """The .mpy of one library module (not bundled) as deploy compiles it for the board."""
+    return compile_text(board, library_text(board, path, name), name, tmp)
+
+
+def library_files(board, tmp, source=False):
+    """[(dest, data, what it was made from)] of the board's library: each lib module compiled (.mpy) or copied
+    (source: .py), except the bundled ones (board.bundle), which tools/deploy/bundle.py joins into
+    tinymqtt/__init__ after each got its own transform (short errors: its own line numbers)."""
+    from tools.deploy.bundle import BundleError, bundle
+
+    def text(m):
+        if source:  # (a source tree is the sources, as CPython and the sim board read them)
+            with open(os.path.join(REPO, "lib", m), encoding="utf-8") as f:
+                return f.read()
+        return library_text(board, os.path.join(REPO, "lib", m), m)
+    out = []
+    for m in board.lib:
+        if m in board.bundle:
+            continue
+        made = "lib/" + m
+        if m == "tinymqtt/__init__.py" and board.bundle:
+            try:
+                t = bundle([(b[9:-3], text(b)) for b in board.bundle], text(m))
+            except BundleError as e:
+                raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
+            made = "bundle: " + " ".join(b[9:-3] for b in board.bundle)
+        else:
+            t = text(m)
+        if source:
+            out.append(("lib/" + m, t.encode(), made))
+        else:
+            out.append(("lib/" + m[:-3] + ".mpy", compile_text(board, t, m, tmp), made))
+    return out
 
 
 def session_for(board):
@@ -182,12 +224,12 @@ def build(board, app, values, source=False, extra_files=()):
         raise DeployError("%s imports %s, which profile %s leaves out: pick another --profile" % (
             os.path.basename(app), ", ".join(m[9:-3] for m in missing), board.profile))
     ext = ".py" if source else ".mpy"
-    units = [(os.path.join(REPO, "lib", m), "lib/" + m) for m in board.lib]
-    units.append((os.path.join(REPO, board.port_module), "lib/tinymqtt_port.py"))
+    units = [(os.path.join(REPO, board.port_module), "lib/tinymqtt_port.py")]  # (the library: library_files)
     units += [(os.path.join(REPO, p), "lib/" + os.path.basename(p)) for p in board.support]
     units.append((os.path.abspath(app), mod + ".py"))
     files = []
     with tempfile.TemporaryDirectory(prefix="tinymqtt-deploy-") as tmp:
+        files += [File(dest, data, src) for dest, data, src in library_files(board, tmp, source)]
         for path, dest in units:
             rel = os.path.relpath(path, REPO)
             if source:
