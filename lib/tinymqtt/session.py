@@ -172,12 +172,11 @@ class Session:
         if not 0 <= qos <= 2:  # (Session5 checks the server's Maximum QoS first)
             raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
         n = self._fit(self._plen(t, payload, qos, props, 0), _PUBLISH)
-        f = self.flights
-        if not qos and self.state == _CONNECTED and self._free() >= n and f.next_queued() < 0 \
-                and not self._resub_todo:
+        if not qos and self.pump() and self._free() >= n:
             # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
             self._put(t, payload, 0, retain, 0, 0, props, 0)
             return 0
+        f = self.flights
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
             return -1
@@ -187,7 +186,7 @@ class Session:
 
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
-        packet ids, the window and `out` have room."""
+        packet ids, the window and `out` have room. True when connected and nothing waits any more."""
         if self.state != _CONNECTED:
             return
         f = self.flights
@@ -212,11 +211,15 @@ class Session:
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
         window = self.server_receive_maximum  # (the slots bound unacked too)
-        while True:
-            i = f.next_queued()
-            if i < 0:
-                return
-            if f.state[i] == _RELQ:
+        ring = f.ring  # (inflight.py: QUEUED, RESEND and RELQ slots, oldest first, and stale entries)
+        while f.queued:
+            i = ring[f.head]
+            st = f.state[i]
+            if not 0x26 >> st & 1:  # no longer QUEUED, RESEND or RELQ (bits 1, 2, 5): it leaves the queue
+                f.head = (f.head + 1) % f.size
+                f.queued -= 1
+                continue
+            if st == _RELQ:
                 if self._free() < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
@@ -226,11 +229,12 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            dup = f.state[i] == _RESEND
+            dup = st == _RESEND
             if self._free() < self._plen(t, pl, q, pr, dup):
                 return
             self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr, 0)
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
+        return not todo
 
     def _put(self, t, pl, q, retain, dup, pid, pr, alias):
         # Writes the PUBLISH that _plen() just sized into `out`.
