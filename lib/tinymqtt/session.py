@@ -171,11 +171,13 @@ class Session:
             payload = payload.encode()
         if not 0 <= qos <= 2:  # (Session5 checks the server's Maximum QoS first)
             raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
-        n = self._fit(self._plen(t, payload, qos, props, 0), _PUBLISH)
-        if not qos and self.pump() and self._free() >= n:
-            # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
-            self._put(t, payload, 0, retain, 0, 0, props, 0)
+        # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
+        # slot. Anything else is sized only, then queued.
+        n = self._pub(t, payload, qos, retain, 0, 0, props,
+                      min(self._free(), self._most) if not qos and self.pump() else 0)
+        if not n:
             return 0
+        self._fit(n, _PUBLISH)
         f = self.flights
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
@@ -229,22 +231,21 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            dup = st == _RESEND
-            if self._free() < self._plen(t, pl, q, pr, dup):
+            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, self._free()):
                 return
-            self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr, 0)
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
         return not todo
 
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
-        # Writes the PUBLISH that _plen() just sized into `out`.
-        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
+    def _pub(self, t, pl, q, retain, dup, pid, pr, room):
+        # Writes a PUBLISH into `out` if its exact size is at most room, and returns 0; else returns that size,
+        # writing nothing. (Session5: with its properties and, unless dup, a topic alias.)
+        n = 2 + len(t) + (2 if q else 0) + len(pl)
+        n += 1 + vbi_len(n)
+        if n > room:
+            return n
+        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, 0, self.outlen)
         self.last_sent = self._now
-
-    def _plen(self, t, payload, qos, props, dup):
-        # The exact size of a PUBLISH (Session5: with its properties and, unless dup, a topic alias).
-        n = 2 + len(t) + (2 if qos else 0) + len(payload)
-        return n + 1 + vbi_len(n)
+        return 0
 
     def subscribe(self, topics, props=None, handler=None):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets

@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, decode, read_publish, v5
+from tinymqtt.packets import Packet, decode, encode_publish, read_publish, v5
 from tinymqtt.session import Session, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
@@ -178,26 +178,27 @@ class Session5(Session):
             raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
         return Session.publish(self, topic, payload, qos, retain, props)
 
-    def _plen(self, t, payload, qos, props, dup):
-        # With a Topic Alias property when aliases are granted, the message is new (a resend carries its full
-        # topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
-        room = 3 if self.aliases.max and not dup else 0
+    def _pub(self, t, pl, q, retain, dup, pid, pr, room):
+        # Session's, with a Topic Alias property when aliases are granted, the message is new (a resend carries its
+        # full topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
+        a = 3 if self.aliases.max and not dup else 0
         while True:
-            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
+            n = 2 + len(t) + (2 if q else 0) + len(pl) + v5().put(None, 0, pr, _PUBLISH, a) + a
             n += 1 + vbi_len(n)
-            if not room or n <= self._most:
-                self._room = room  # for the _put() that always follows
-                return n
-            room = 0
-
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
-        if self._room:
-            alias = self.aliases.lookup(t)
-            if alias > 0:
+            if not a or n <= self._most:
+                break
+            a = 0
+        if n > room:
+            return n
+        if a:
+            a = self.aliases.lookup(t)
+            if a > 0:
                 t = b""
             else:
-                alias = -alias
-        Session._put(self, t, pl, q, retain, dup, pid, pr, alias)
+                a = -a
+        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, a, self.outlen)
+        self.last_sent = self._now
+        return 0
 
     def subscribe(self, topics, props=None, handler=None):
         lacks = self._lacks
