@@ -177,7 +177,8 @@ class Session:
                       min(self._free(), self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
-        self._fit(n, _PUBLISH)
+        if n > self._most:
+            raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, self._most))
         f = self.flights
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
@@ -254,7 +255,9 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        self._fit(self._sub_len(topics, props), _SUBSCRIBE)  # (recorded, it would fail again on every reconnect)
+        n = self._sub_len(topics, props)
+        if n > self._most:  # (recorded, it would fail again on every reconnect)
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
         for f, o in topics:
             if handler:
                 self._forget((f,))
@@ -496,16 +499,6 @@ class Session:
 
     def _free(self):
         return len(self.out) - self.outlen  # bytes free in `out`
-
-    def _fit(self, n, t):
-        # n, the size of a packet of type t we are asked to send, if it is not over _most().
-        # (Two raises: on boards each message shrinks to the packet it names.)
-        m = self._most
-        if n > m:
-            if t == _PUBLISH:
-                raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, m))
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, m))
-        return n
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
