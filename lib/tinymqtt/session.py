@@ -56,7 +56,7 @@ class Session:
     # of an ack for a packet id we do not know (Session5: 0x92, where it fits)
     server_receive_maximum = 65535
     _not_found = 0
-    _cp = None  # (Session5: CONNECT properties)
+    props = None  # CONNECT properties (Session5's)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
@@ -110,7 +110,7 @@ class Session:
         self.pinging = False
         self._clean_now = self.clean  # (Session5 sets clean to resume a session the server kept)
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=self.clean, keepalive=self.keepalive,
-                          will=self.will, username=self.username, password=self.password, props=self._cp), 0, 0)
+                          will=self.will, username=self.username, password=self.password, props=self.props), 0, 0)
         self.state = _CONNECTING
 
     def connection_lost(self):
@@ -144,7 +144,8 @@ class Session:
                 self._request(t, topics, props)
             again = True
         if not present:  # the server has no inbound flow of ours left
-            self._owed = 0
+            if self._owed:  # (set only then: the instance's dict keeps room for the counters' first increment)
+                self._owed = 0
             self._rx_pid.clear()
         if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
             self._resub_todo = list(self.subs)

@@ -53,17 +53,17 @@ class Session5(Session):
     def _limits(self, pr):
         # The server's limits from CONNACK properties, with the spec's defaults when absent.
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
-        self.max_qos = pr.get(_MAXIMUM_QOS, 2)
-        self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self._most = min(len(self.out), self.server_max_packet)  # (Session's: the largest packet we may send)
-        # what the server lacks, a bit a feature: 1 retained messages, 2 wildcard subscriptions, 4 subscription
-        # identifiers, 8 shared subscriptions (one attribute, not four: each costs the session's dict a slot)
+        m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
+        self._most = min(len(self.out), m)  # (Session's: the largest packet we may send)
+        # What the server lacks, in one attribute (each costs the session's dict a slot): bits 0-3 a feature each
+        # (retained messages, wildcard subscriptions, subscription identifiers, shared subscriptions), bits 4-5
+        # how far its Maximum QoS is below 2.
         self._lacks = (not pr.get(_RETAIN_AVAILABLE, 1)) + 2 * (not pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)) \
             + 4 * (not pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)) \
-            + 8 * (not pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1))
+            + 8 * (not pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)) + 16 * (2 - pr.get(_MAXIMUM_QOS, 2))
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
         # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
-        self._not_found = 0x92 if self.server_max_packet >= 5 else 0
+        self._not_found = 0x92 if m >= 5 else 0
         # the outbound topic aliases the server granted (max 0: none), a new set for each connection
         self.aliases = TopicAliases(min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum))
 
@@ -80,12 +80,12 @@ class Session5(Session):
         pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
-        self._cp = pr
-        # The first connection starts as asked; later ones resume whatever session the server kept.
-        asked = self.clean
-        self.clean = asked and not self.expiry_granted
+        # The first connection starts as asked; later ones resume whatever session the server kept. (Session's
+        # connect() sends clean and props: this CONNECT's, then the application's again.)
+        asked, props = self.clean, self.props
+        self.clean, self.props = asked and not self.expiry_granted, pr
         Session.connect(self, now)
-        self.clean = asked
+        self.clean, self.props = asked, props
 
     def _on_connack(self, p):
         pr = p.props or {}
@@ -174,8 +174,8 @@ class Session5(Session):
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         if retain and self._lacks & 1:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        if qos > self.max_qos:
-            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
+        if qos > 2 - (self._lacks >> 4):
+            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, 2 - (self._lacks >> 4)))
         return Session.publish(self, topic, payload, qos, retain, props)
 
     def _pub(self, t, pl, q, retain, dup, pid, pr, room):
