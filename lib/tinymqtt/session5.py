@@ -36,8 +36,6 @@ class Session5(Session):
     """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
     topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
 
-    expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean session)
-
     def __init__(self, version=_V5, props=None, session_expiry=0, topic_alias_maximum=0, send_alias_maximum=16,
                  **options):
         if version != _V5:
@@ -48,6 +46,8 @@ class Session5(Session):
         self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
+        self.expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean
+        # session). (Set here, not in the class: the class dict fits a 12-entry table, the instance's its 47.)
         self._limits({})
 
     def _limits(self, pr):
