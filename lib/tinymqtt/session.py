@@ -175,7 +175,7 @@ class Session:
         # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
         # slot. Anything else is sized only, then queued.
         n = self._pub(t, payload, qos, retain, 0, 0, props,
-                      min(self._free(), self._most) if not qos and self.pump() else 0)
+                      min(len(self.out) - self.outlen, self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
         if n > self._most:
@@ -211,7 +211,7 @@ class Session:
                 k += 1
             if topics:
                 n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
-                if f.count == f.size or self._free() < n:
+                if f.count == f.size or len(self.out) - self.outlen < n:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
@@ -225,7 +225,7 @@ class Session:
                 f.queued -= 1
                 continue
             if st == _RELQ:
-                if self._free() < 8:
+                if len(self.out) - self.outlen < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
@@ -234,7 +234,7 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, self._free()):
+            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, len(self.out) - self.outlen):
                 return
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
         return not todo
@@ -306,12 +306,12 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == _CONNECTED and self._free() >= 8:
+        if o and self.state == _CONNECTED and len(self.out) - self.outlen >= 8:
             self._owed = 0
             self._pay(o)
         try:
             while pos < end:
-                if self._free() < _ROOM:
+                if len(self.out) - self.outlen < _ROOM:
                     more = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -409,7 +409,7 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            if self._free() < 5:  # a handler filled `out`: received() asks for a write first
+            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
                 self._pay(pid)
@@ -441,7 +441,7 @@ class Session:
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
         has no room."""
-        if self._free() < 8:
+        if len(self.out) - self.outlen < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
@@ -485,7 +485,7 @@ class Session:
     def ping(self, now):
         """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
         a barrier: its PINGRESP means the server has read everything sent before it."""
-        if self.pinging or self._free() < 2:
+        if self.pinging or len(self.out) - self.outlen < 2:
             return False
         self.out[self.outlen] = 0xC0
         self.out[self.outlen + 1] = 0
@@ -495,9 +495,6 @@ class Session:
         return True
 
     # ------------------------------------------------------------ output
-
-    def _free(self):
-        return len(self.out) - self.outlen  # bytes free in `out`
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
