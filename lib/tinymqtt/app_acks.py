@@ -6,9 +6,10 @@
 #   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
 #   a new session forgets every held message (acking one then sends nothing).
 # A message kept from a lost session must acknowledge nothing once the new session reuses its packet id for
-# another. With manual_ack each Packet delivered carries _era, the number of new sessions before it; a driver
-# that hands out its own copy (the asyncio client's Message) holds that copy in _held instead of the QoS, and
-# only that object acknowledges the id. (Anything else with a pid acks by packet id: tools/spark's handles.)
+# another. Each new session has a new _held table, and with manual_ack each Packet delivered carries _era, the
+# table of the session it came in (compared by identity: no counter to keep); a driver that hands out its own
+# copy (the asyncio client's Message) holds that copy in _held instead of the QoS, and only that object
+# acknowledges the id. (Anything else with a pid acks by packet id: tools/spark's handles.)
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
 from tinymqtt.errors import RemoteProtocolError, protocol_error
@@ -27,19 +28,19 @@ class AppAcks:
     it has made the end of the flow durable (the server may reuse the id as soon as PUBCOMP leaves)."""
 
     hold = parked = False  # (defaults in the class: an instance holds only what it changed)
-    hold_pubrel = None
-    _era = 0  # new sessions so far (see the top)
 
     def __init__(self, *args, manual_ack=False, **options):
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
+        self.hold_pubrel = None  # (here, not in the class: its dict then fits a 12-entry table, not 17)
         self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
 
     def ack(self, msg):
         """Acknowledges a delivered QoS 1/2 message (PUBACK, or PUBREC for QoS 2). Returns False when `out`
         has no room (write it, then ack again)."""
-        h, e = self._held.get(msg.pid), self._era
-        return h is not msg and (type(h) is not int or getattr(msg, "_era", e) != e) or self._pay(msg.pid)
+        e = self._held
+        h = e.get(msg.pid)
+        return h is not msg and (type(h) is not int or getattr(msg, "_era", e) is not e) or self._pay(msg.pid)
 
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
@@ -70,7 +71,7 @@ class AppAcks:
                                       % (rm, len(held)))
         held[pid] = q
         if self.manual_ack:
-            p._era = self._era
+            p._era = held
             self._deliver(p)
             self._msg = type(p)(_PUBLISH)  # (a Packet) the application keeps p until its ack(): the next is read anew
         elif self._deliver(p) and not self._pay(pid):  # manual_ack None: a handler took it, so it is acknowledged now
@@ -96,8 +97,7 @@ class AppAcks:
         # QoS 2 ids: an ack() in on_connect then sends nothing, and puts no stale id in the QoS 2 table (where it
         # would make the new session's message with that id look like a resend, never delivered).
         if not p.reason and not (p.session_present or (self.version == 3 and not self._clean_now)):
-            self._held.clear()
-            self._era += 1
+            self._held = {}
         self._base._on_connack(self, p)
 
 

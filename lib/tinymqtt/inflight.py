@@ -56,8 +56,11 @@ class Inflight:
         self.unacked = 0  # QoS>0 messages on the wire (SENT, RELEASED, RELQ): what Receive Maximum limits
         self._next_pid = 0
         self._seq = 0
-        self._ring = [0] * size  # QUEUED, RESEND and RELQ slots, oldest first: each slot is in it at most once
-        self._head = self._len = 0
+        # The send queue: QUEUED, RESEND and RELQ slots, oldest first, each at most once, queued entries from ring[head]
+        # on. Session.pump() takes them in order; an entry whose slot has left those states meanwhile is stale and
+        # dropped there, so the head stays first until pump() sends it.
+        self.ring = [0] * size
+        self.head = self.queued = 0
 
     def add(self, topic, payload, qos, retain, props):
         """Stores a message as QUEUED (qos 3: lends its packet id to a SUBSCRIBE/UNSUBSCRIBE, CONTROL); returns its
@@ -80,26 +83,15 @@ class Inflight:
         self.seq[i] = self._seq
         self.count += 1
         if qos < 3:
-            self._ring[(self._head + self._len) % size] = i
-            self._len += 1
+            self.ring[(self.head + self.queued) % size] = i
+            self.queued += 1
         return i
-
-    def next_queued(self):
-        """Slot of the oldest message to send (QUEUED, RESEND or RELQ), or -1. It stays first until it leaves
-        those states (pump() sends it: the next call drops it from the queue)."""
-        while self._len:
-            i = self._ring[self._head]
-            if 0x26 >> self.state[i] & 1:  # (bits 1, 2, 5: QUEUED, RESEND, RELQ)
-                return i
-            self._head = (self._head + 1) % self.size
-            self._len -= 1
-        return -1
 
     def requeue(self):
         """Rebuilds the queue after a resend: PUBREL resends first (they never wait for the window, so they must
         not sit behind a PUBLISH that does), then PUBLISHes in publish order. Returns the slots in use, oldest
         first (only after a resend or on reconnect, where allocating a list is fine)."""
-        self._head = self._len = 0
+        self.head = self.queued = 0
         order = []
         for i in range(self.size):
             if self.state[i]:
@@ -108,8 +100,8 @@ class Inflight:
         for bits in (0x20, 0x6):  # RELQ, then QUEUED and RESEND
             for i in order:
                 if bits >> self.state[i] & 1:
-                    self._ring[self._len] = i
-                    self._len += 1
+                    self.ring[self.queued] = i
+                    self.queued += 1
         return order
 
     def find(self, pid):

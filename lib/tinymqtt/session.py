@@ -56,7 +56,7 @@ class Session:
     # of an ack for a packet id we do not know (Session5: 0x92, where it fits)
     server_receive_maximum = 65535
     _not_found = 0
-    _cp = None  # (Session5: CONNECT properties)
+    props = None  # CONNECT properties (Session5's)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
@@ -110,7 +110,7 @@ class Session:
         self.pinging = False
         self._clean_now = self.clean  # (Session5 sets clean to resume a session the server kept)
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=self.clean, keepalive=self.keepalive,
-                          will=self.will, username=self.username, password=self.password, props=self._cp), 0, 0)
+                          will=self.will, username=self.username, password=self.password, props=self.props), 0, 0)
         self.state = _CONNECTING
 
     def connection_lost(self):
@@ -144,7 +144,8 @@ class Session:
                 self._request(t, topics, props)
             again = True
         if not present:  # the server has no inbound flow of ours left
-            self._owed = 0
+            if self._owed:  # (set only then: the instance's dict keeps room for the counters' first increment)
+                self._owed = 0
             self._rx_pid.clear()
         if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
             self._resub_todo = list(self.subs)
@@ -171,13 +172,15 @@ class Session:
             payload = payload.encode()
         if not 0 <= qos <= 2:  # (Session5 checks the server's Maximum QoS first)
             raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
-        n = self._fit(self._plen(t, payload, qos, props, 0), _PUBLISH)
-        f = self.flights
-        if not qos and self.state == _CONNECTED and self._free() >= n and f.next_queued() < 0 \
-                and not self._resub_todo:
-            # QoS 0 with nothing queued ahead of it goes straight into `out`, as pump() would send it: no slot.
-            self._put(t, payload, 0, retain, 0, 0, props, 0)
+        # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
+        # slot. Anything else is sized only, then queued.
+        n = self._pub(t, payload, qos, retain, 0, 0, props,
+                      min(len(self.out) - self.outlen, self._most) if not qos and self.pump() else 0)
+        if not n:
             return 0
+        if n > self._most:
+            raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, self._most))
+        f = self.flights
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
             return -1
@@ -187,7 +190,7 @@ class Session:
 
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
-        packet ids, the window and `out` have room."""
+        packet ids, the window and `out` have room. True when connected and nothing waits any more."""
         if self.state != _CONNECTED:
             return
         f = self.flights
@@ -200,24 +203,29 @@ class Session:
             for t in todo:
                 o = self.subs.get(t)
                 if o:
-                    if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None)
-                                   > self._most):
+                    if topics and (o[1] or props or encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics + [(t, o[0])]),
+                                                           self.version) > self._most):  # (encode(None): sized only)
                         break
                     topics.append((t, o[0]))
                     props = o[1]
                 k += 1
             if topics:
-                if f.count == f.size or self._free() < self._sub_len(topics, props):
+                n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
+                if f.count == f.size or len(self.out) - self.outlen < n:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
         window = self.server_receive_maximum  # (the slots bound unacked too)
-        while True:
-            i = f.next_queued()
-            if i < 0:
-                return
-            if f.state[i] == _RELQ:
-                if self._free() < 8:
+        ring = f.ring  # (inflight.py: QUEUED, RESEND and RELQ slots, oldest first, and stale entries)
+        while f.queued:
+            i = ring[f.head]
+            st = f.state[i]
+            if not 0x26 >> st & 1:  # no longer QUEUED, RESEND or RELQ (bits 1, 2, 5): it leaves the queue
+                f.head = (f.head + 1) % f.size
+                f.queued -= 1
+                continue
+            if st == _RELQ:
+                if len(self.out) - self.outlen < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
@@ -226,21 +234,21 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            dup = f.state[i] == _RESEND
-            if self._free() < self._plen(t, pl, q, pr, dup):
+            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, len(self.out) - self.outlen):
                 return
-            self._put(t, pl, q, f.retain[i], dup, f.pid[i], pr, 0)
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
+        return not todo
 
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
-        # Writes the PUBLISH that _plen() just sized into `out`.
-        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, alias, self.outlen)
+    def _pub(self, t, pl, q, retain, dup, pid, pr, room):
+        # Writes a PUBLISH into `out` if its exact size is at most room, and returns 0; else returns that size,
+        # writing nothing. (Session5: with its properties and, unless dup, a topic alias.)
+        n = 2 + len(t) + (2 if q else 0) + len(pl)
+        n += 1 + vbi_len(n)
+        if n > room:
+            return n
+        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, 0, self.outlen)
         self.last_sent = self._now
-
-    def _plen(self, t, payload, qos, props, dup):
-        # The exact size of a PUBLISH (Session5: with its properties and, unless dup, a topic alias).
-        n = 2 + len(t) + (2 if qos else 0) + len(payload)
-        return n + 1 + vbi_len(n)
+        return 0
 
     def subscribe(self, topics, props=None, handler=None):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
@@ -249,7 +257,9 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        self._fit(self._sub_len(topics, props), _SUBSCRIBE)  # (recorded, it would fail again on every reconnect)
+        n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (its size only)
+        if n > self._most:  # (recorded, it would fail again on every reconnect)
+            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
         for f, o in topics:
             if handler:
                 self._forget((f,))
@@ -284,9 +294,6 @@ class Session:
         self._send(Packet(t, pid=pid, topics=topics, props=props), 0, 0)
         return pid
 
-    def _sub_len(self, topics, props):
-        return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
-
     # ------------------------------------------------------------ input
 
     def received(self, n, now):
@@ -299,12 +306,12 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == _CONNECTED and self._free() >= 8:
+        if o and self.state == _CONNECTED and len(self.out) - self.outlen >= 8:
             self._owed = 0
             self._pay(o)
         try:
             while pos < end:
-                if self._free() < _ROOM:
+                if len(self.out) - self.outlen < _ROOM:
                     more = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -402,7 +409,7 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            if self._free() < 5:  # a handler filled `out`: received() asks for a write first
+            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
                 self._pay(pid)
@@ -434,7 +441,7 @@ class Session:
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
         has no room."""
-        if self._free() < 8:
+        if len(self.out) - self.outlen < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
@@ -478,7 +485,7 @@ class Session:
     def ping(self, now):
         """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
         a barrier: its PINGRESP means the server has read everything sent before it."""
-        if self.pinging or self._free() < 2:
+        if self.pinging or len(self.out) - self.outlen < 2:
             return False
         self.out[self.outlen] = 0xC0
         self.out[self.outlen + 1] = 0
@@ -488,19 +495,6 @@ class Session:
         return True
 
     # ------------------------------------------------------------ output
-
-    def _free(self):
-        return len(self.out) - self.outlen  # bytes free in `out`
-
-    def _fit(self, n, t):
-        # n, the size of a packet of type t we are asked to send, if it is not over _most().
-        # (Two raises: on boards each message shrinks to the packet it names.)
-        m = self._most
-        if n > m:
-            if t == _PUBLISH:
-                raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, m))
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, m))
-        return n
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.

@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, decode, read_publish, v5
+from tinymqtt.packets import Packet, decode, encode_publish, read_publish, v5
 from tinymqtt.session import Session, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
@@ -36,8 +36,6 @@ class Session5(Session):
     """Session(**options) for MQTT 5: the same options, and props (CONNECT properties), session_expiry,
     topic_alias_maximum (inbound aliases we accept) and send_alias_maximum (outbound ones we use)."""
 
-    expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean session)
-
     def __init__(self, version=_V5, props=None, session_expiry=0, topic_alias_maximum=0, send_alias_maximum=16,
                  **options):
         if version != _V5:
@@ -48,22 +46,24 @@ class Session5(Session):
         self.topic_alias_maximum, self.send_alias_maximum = topic_alias_maximum, send_alias_maximum
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
+        self.expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean
+        # session). (Set here, not in the class: the class dict fits a 12-entry table, the instance's its 47.)
         self._limits({})
 
     def _limits(self, pr):
         # The server's limits from CONNACK properties, with the spec's defaults when absent.
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
-        self.max_qos = pr.get(_MAXIMUM_QOS, 2)
-        self.server_max_packet = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self._most = min(len(self.out), self.server_max_packet)  # (Session's: the largest packet we may send)
-        # what the server lacks, a bit a feature: 1 retained messages, 2 wildcard subscriptions, 4 subscription
-        # identifiers, 8 shared subscriptions (one attribute, not four: each costs the session's dict a slot)
+        m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
+        self._most = min(len(self.out), m)  # (Session's: the largest packet we may send)
+        # What the server lacks, in one attribute (each costs the session's dict a slot): bits 0-3 a feature each
+        # (retained messages, wildcard subscriptions, subscription identifiers, shared subscriptions), bits 4-5
+        # how far its Maximum QoS is below 2.
         self._lacks = (not pr.get(_RETAIN_AVAILABLE, 1)) + 2 * (not pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)) \
             + 4 * (not pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)) \
-            + 8 * (not pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1))
+            + 8 * (not pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)) + 16 * (2 - pr.get(_MAXIMUM_QOS, 2))
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
         # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
-        self._not_found = 0x92 if self.server_max_packet >= 5 else 0
+        self._not_found = 0x92 if m >= 5 else 0
         # the outbound topic aliases the server granted (max 0: none), a new set for each connection
         self.aliases = TopicAliases(min(pr.get(_TOPIC_ALIAS_MAXIMUM, 0), self.send_alias_maximum))
 
@@ -80,12 +80,12 @@ class Session5(Session):
         pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
-        self._cp = pr
-        # The first connection starts as asked; later ones resume whatever session the server kept.
-        asked = self.clean
-        self.clean = asked and not self.expiry_granted
+        # The first connection starts as asked; later ones resume whatever session the server kept. (Session's
+        # connect() sends clean and props: this CONNECT's, then the application's again.)
+        asked, props = self.clean, self.props
+        self.clean, self.props = asked and not self.expiry_granted, pr
         Session.connect(self, now)
-        self.clean = asked
+        self.clean, self.props = asked, props
 
     def _on_connack(self, p):
         pr = p.props or {}
@@ -174,30 +174,31 @@ class Session5(Session):
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         if retain and self._lacks & 1:
             raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        if qos > self.max_qos:
-            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.max_qos))
+        if qos > 2 - (self._lacks >> 4):
+            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, 2 - (self._lacks >> 4)))
         return Session.publish(self, topic, payload, qos, retain, props)
 
-    def _plen(self, t, payload, qos, props, dup):
-        # With a Topic Alias property when aliases are granted, the message is new (a resend carries its full
-        # topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
-        room = 3 if self.aliases.max and not dup else 0
+    def _pub(self, t, pl, q, retain, dup, pid, pr, room):
+        # Session's, with a Topic Alias property when aliases are granted, the message is new (a resend carries its
+        # full topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
+        a = 3 if self.aliases.max and not dup else 0
         while True:
-            n = 2 + len(t) + (2 if qos else 0) + len(payload) + v5().put(None, 0, props, _PUBLISH, room) + room
+            n = 2 + len(t) + (2 if q else 0) + len(pl) + v5().put(None, 0, pr, _PUBLISH, a) + a
             n += 1 + vbi_len(n)
-            if not room or n <= self._most:
-                self._room = room  # for the _put() that always follows
-                return n
-            room = 0
-
-    def _put(self, t, pl, q, retain, dup, pid, pr, alias):
-        if self._room:
-            alias = self.aliases.lookup(t)
-            if alias > 0:
+            if not a or n <= self._most:
+                break
+            a = 0
+        if n > room:
+            return n
+        if a:
+            a = self.aliases.lookup(t)
+            if a > 0:
                 t = b""
             else:
-                alias = -alias
-        Session._put(self, t, pl, q, retain, dup, pid, pr, alias)
+                a = -a
+        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, a, self.outlen)
+        self.last_sent = self._now
+        return 0
 
     def subscribe(self, topics, props=None, handler=None):
         lacks = self._lacks
