@@ -84,8 +84,10 @@ class Session5(Session):
         # connect() sends clean and props: this CONNECT's, then the application's again.)
         asked, props = self.clean, self.props
         self.clean, self.props = asked and not self.expiry_granted, pr
-        Session.connect(self, now)
-        self.clean, self.props = asked, props
+        try:
+            Session.connect(self, now)
+        finally:  # (a CONNECT that cannot be sent raises: the application's own values stay)
+            self.clean, self.props = asked, props
 
     def _on_connack(self, p):
         pr = p.props or {}
