@@ -11,7 +11,7 @@ from tinymqtt.wire import put, put_str, text, utf8, vbi_len
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
 # The server half (cli_codec.py) plugs in here: SERVER(mv, pos, packet, level) reads a CONNECT, SUBSCRIBE or
 # UNSUBSCRIBE from pos (after a packet id) to the end; SERVER(buf, pos, packet, level) writes the body of a CONNACK,
-# SUBACK or UNSUBACK (buf None: only counts), as _body() does a client's.
+# SUBACK or UNSUBACK (buf None: only counts), as encode() does a client's.
 SERVER = None
 
 
@@ -295,52 +295,55 @@ def encode(buf, p, version=_V5, off=0):
     """Writes packet p into buf at off for the given protocol level; returns its length. buf None: only its length
     (a packet other than PUBLISH)."""
     t = p.type
+    v = version
     if t == _PUBLISH:
-        return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    body = 0 < t < 16 and (SERVER if 0xA04 >> t & 1 else _body)  # (CONNACK, SUBACK, UNSUBACK: bits 2, 9, 11)
-    if not body or (t == _AUTH and version < _V5):
-        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
-    n = body(None, 0, p, version)
-    if buf is None:
-        return 1 + vbi_len(n) + n
-    pos = _header(buf, off, t << 4 | _FLAGS[t], n)
-    return body(buf, pos, p, version) - off
-
-
-def _body(b, pos, p, v):
-    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts. Its fixed fields
-    # (CONNECT's protocol name, level, flags and keep alive; a packet id), then what MQTT 5 adds there (props.py),
-    # then the rest (CONNECT's payload, SUBSCRIBE's and UNSUBSCRIBE's filters).
-    t = p.type
-    if t == _CONNECT:
-        w, u, pw = p.will, p.username, p.password
-        if v == _V31 and not 0 < len(p.client_id) <= 23:
-            raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-        if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
-            raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
-        f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
-        if w:
-            f |= 4 | w.qos << 3 | bool(w.retain) << 5
-        pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
-        pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-    elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
-        if not p.pid:
-            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
-        pos = put(b, pos, p.pid, 2)
-    if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
-        pos = v5().put_fields(b, pos, p)
-    if t == _CONNECT:
-        pos = put_str(b, pos, p.client_id)
-        if w:
-            if v == _V5:
-                pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
-            pos = put_str(b, put_str(b, pos, w.topic), w.payload)
-        for s in (u, pw):
-            if s is not None:
-                pos = put_str(b, pos, s)
-    elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if not p.topics:
-            raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
-        for f in p.topics:
-            pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
-    return pos
+        return encode_publish(buf, v, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
+    if not 0 < t < 16 or (t == _AUTH and v < _V5) or (0xA04 >> t & 1 and not SERVER):
+        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (v, t))
+    s = 0xA04 >> t & 1  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11): the server half's (SERVER)
+    # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
+    # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
+    # id), what MQTT 5 adds there (props.py), then the rest (CONNECT's payload, SUBSCRIBE's, UNSUBSCRIBE's filters).
+    b = None
+    pos = 0
+    while True:
+        if s:
+            pos = SERVER(b, pos, p, v)
+        else:
+            if t == _CONNECT:
+                w, u, pw = p.will, p.username, p.password
+                if v == _V31 and not 0 < len(p.client_id) <= 23:
+                    raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+                if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+                    raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
+                f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+                if w:
+                    f |= 4 | w.qos << 3 | bool(w.retain) << 5
+                pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
+                pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
+            elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+                if not p.pid:
+                    raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
+                pos = put(b, pos, p.pid, 2)
+            if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+                pos = v5().put_fields(b, pos, p)
+            if t == _CONNECT:
+                pos = put_str(b, pos, p.client_id)
+                if w:
+                    if v == _V5:
+                        pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+                    pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+                for f in (u, pw):
+                    if f is not None:
+                        pos = put_str(b, pos, f)
+            elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+                if not p.topics:
+                    raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
+                for f in p.topics:
+                    pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
+        if b is not None:
+            return pos - off
+        if buf is None:
+            return 1 + vbi_len(pos) + pos
+        b = buf
+        pos = _header(buf, off, t << 4 | _FLAGS[t], pos)

@@ -262,7 +262,7 @@ def read_publish(mv, i, end, m):
 
 
 def put_fields(b, pos, p):
-    """Writes what MQTT 5 adds after the fixed fields of a packet a client sends (packets._body): CONNECT's,
+    """Writes what MQTT 5 adds after the fixed fields of a packet a client sends (packets.encode): CONNECT's,
     SUBSCRIBE's and UNSUBSCRIBE's properties; an ack's, DISCONNECT's or AUTH's reason code and properties when
     it has either (success without properties is the shorter form without both); PINGREQ's nothing."""
     t = p.type
