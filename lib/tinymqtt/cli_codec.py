@@ -5,7 +5,7 @@
 # fake broker, codec tests and fuzzers (CPython and MicroPython alike); the client half's framing and checks
 # stay the only ones.
 from tinymqtt import packets as K
-from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
 from tinymqtt.props import Reader, binary
 from tinymqtt.wire import put
@@ -62,14 +62,14 @@ def _d_connect(r, p, v):
     p.version = v = level
     f = r.uint(1, "connect flags")
     if f & 1:
-        raise malformed("reserved CONNECT flag (bit 0) is set")
+        raise RemoteProtocolError(0x81, "reserved CONNECT flag (bit 0) is set")
     wq = f >> 3 & 3
     if wq == 3:
-        raise malformed("Will QoS 3")
+        raise RemoteProtocolError(0x81, "Will QoS 3")
     if not f & 4 and f & 0x38:
-        raise malformed("Will QoS or Will Retain set without the Will flag")
+        raise RemoteProtocolError(0x81, "Will QoS or Will Retain set without the Will flag")
     if v < V5 and f & 0x40 and not f & 0x80:
-        raise malformed("password without a user name")
+        raise RemoteProtocolError(0x81, "password without a user name")
     p.clean = bool(f & 2)
     p.keepalive = r.uint(2, "keep alive")
     if v == V5:
@@ -97,9 +97,9 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
             continue
         f, o = r.str("topic filter"), r.uint(1, "subscription options")
         if o & (0xC0 if v == V5 else 0xFC):
-            raise malformed("reserved subscription option bits set for %r" % f)
+            raise RemoteProtocolError(0x81, "reserved subscription option bits set for %r" % f)
         if o & 3 == 3:  # v5 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3-8.3-4]: malformed
-            raise (protocol_error if v == V5 else malformed)("subscription QoS 3 for %r" % f)
+            raise RemoteProtocolError(0x82 if v == V5 else 0x81, "subscription QoS 3 for %r" % f)
         if o >> 4 & 3 == 3:
             raise protocol_error("retain handling 3 for %r" % f)
         p.topics.append((f, o))

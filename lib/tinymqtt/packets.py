@@ -5,7 +5,7 @@
 # SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
-from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import put, put_str, text, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
@@ -104,24 +104,25 @@ def frame(buf, n, max_size=MAX_PACKET, pos=0):
         rl |= (d & 0x7F) << (7 * i - 7)
         if not d & 0x80:
             if not d and i > 1:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
-                raise malformed("Remaining Length in non-minimal form")
+                raise RemoteProtocolError(0x81, "Remaining Length in non-minimal form")
             if i + 1 + rl > max_size:
                 raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
                                           % (i + 1 + rl, max_size))
             return i + 1 + rl
-    raise malformed("Remaining Length longer than 4 bytes")
+    raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
 
 def decode(mv, version=_V5):
     """Decodes the one whole packet in mv (a memoryview or bytes); raises RemoteProtocolError."""
     n = len(mv)
     if n < 2 or frame(mv, n) != n:
-        raise malformed("the Remaining Length of a %d-byte packet disagrees with its size" % n)
+        raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
     t, f = mv[0] >> 4, mv[0] & 15
     if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= _FLAGS[t] and 6
     if t != _PUBLISH and f != _FLAGS[t]:  # (type 0's flags: 0xFF)
-        raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES.split()[t], bin(f)))
+        raise RemoteProtocolError(0x81, "reserved packet type %d, or %s with fixed header flags %s"
+                                  % (t, NAMES.split()[t], bin(f)))
     p = Packet(t)
     if t == _PUBLISH:
         read_publish(mv, 0, n, p, version)
@@ -133,7 +134,8 @@ def decode(mv, version=_V5):
         i += 1
     if 1 < t < _PINGREQ:  # two bytes: CONNACK's flags and return code (v5: reason code), the others' packet id
         if i + 2 > n:
-            raise malformed("packet ends inside CONNACK's flags and return code, or the packet identifier")
+            raise RemoteProtocolError(0x81, "packet ends inside CONNACK's flags and return code, or the packet "
+                                            "identifier")
         c = mv[i]
         d = mv[i + 1]
         i += 2
@@ -141,7 +143,7 @@ def decode(mv, version=_V5):
             if version == _V31:
                 c = 0
             if c > 1 or (d > 5 and version < _V5):
-                raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
+                raise RemoteProtocolError(0x81, "reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
             if c and d:
                 raise protocol_error("CONNACK refuses the connection but says session present")
             p.session_present = c == 1
@@ -149,7 +151,7 @@ def decode(mv, version=_V5):
         else:
             p.pid = c << 8 | d
             if not p.pid:
-                raise malformed("packet identifier 0")
+                raise RemoteProtocolError(0x81, "packet identifier 0")
     if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
         if not SERVER:
             raise protocol_error("a server never sends %s" % NAMES.split()[t])
@@ -164,7 +166,8 @@ def decode(mv, version=_V5):
             if not c or c.strip(b"\0\1\2\x80"[:version]):
                 raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c or t == _AUTH:
-            raise malformed("%s: %d unexpected bytes at its end, or a type 3.x does not have" % (NAMES.split()[t], n - i))
+            raise RemoteProtocolError(0x81, "%s: %d unexpected bytes at its end, or a type 3.x does not have"
+                                      % (NAMES.split()[t], n - i))
     return p
 
 
@@ -182,14 +185,14 @@ def read_publish(mv, pos, end, m, version):
     f = mv[pos] & 15
     q = f >> 1 & 3
     if q == 3 or (f & 8 and not q):
-        raise malformed("PUBLISH with QoS 3, or DUP on QoS 0")
+        raise RemoteProtocolError(0x81, "PUBLISH with QoS 3, or DUP on QoS 0")
     i = pos + 2
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
     ts = i + 2
     te = ts + (mv[i] << 8 | mv[i + 1]) if ts <= end else ts
     if te > end:
-        raise malformed("packet ends inside the topic name or its length")
+        raise RemoteProtocolError(0x81, "packet ends inside the topic name or its length")
     s = ""
     if te > ts:
         s = None
@@ -218,7 +221,7 @@ def read_publish(mv, pos, end, m, version):
         i += 2
         m.pid = mv[te] << 8 | mv[te + 1] if i <= end else 0
         if not m.pid:
-            raise malformed("packet identifier 0, or the packet ends inside it")
+            raise RemoteProtocolError(0x81, "packet identifier 0, or the packet ends inside it")
     m.props = None
     m.alias = -1
     if version == _V5:

@@ -3,7 +3,7 @@
 # property block), the reason codes each packet may carry, and the v5 fields after a packet's fixed ones.
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
-from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
+from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
 from tinymqtt.wire import put as put_int, put_str, utf8, vbi_len
 
@@ -113,7 +113,7 @@ class Reader:
         """Steps over n bytes and returns where they start."""
         p = self.pos
         if p + n > self.end:
-            raise malformed("packet ends inside %s" % what)
+            raise RemoteProtocolError(0x81, "packet ends inside %s" % what)
         self.pos = p + n
         return p
 
@@ -132,7 +132,8 @@ class Reader:
     def done(self, t):
         """Refuses bytes left after the last field of a packet of type t."""
         if self.pos != self.end:
-            raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES.split()[t]))
+            raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
+                                      % (self.end - self.pos, NAMES.split()[t]))
 
 
 def put_vbi(b, pos, v):
@@ -157,9 +158,9 @@ def vbi(r, what):
         v |= (d & 0x7F) << shift
         if not d & 0x80:
             if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
-                raise malformed("%s in non-minimal form" % what)
+                raise RemoteProtocolError(0x81, "%s in non-minimal form" % what)
             return v
-    raise malformed("%s longer than 4 bytes" % what)
+    raise RemoteProtocolError(0x81, "%s longer than 4 bytes" % what)
 
 
 def binary(r, what):
@@ -173,14 +174,14 @@ def read(r, ptype):
     n = vbi(r, "property length")
     last = r.end
     if r.pos + n > last:
-        raise malformed("property length %d runs past the end of the packet" % n)
+        raise RemoteProtocolError(0x81, "property length %d runs past the end of the packet" % n)
     r.end = r.pos + n  # (meanwhile a property that runs past the block is cut short by r.need())
     props = {}
     while r.pos < r.end:
         pid = vbi(r, "property identifier")
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
-            raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
+            raise RemoteProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t &= 15
         if t == _VBI:
             v = vbi(r, "a property")
@@ -247,7 +248,7 @@ def read_publish(mv, i, end, m):
     packets.read_publish has set to None and -1) and returns where the payload starts. A Topic Alias alone, the
     common case, is read in place, allocating nothing (m.props stays None)."""
     if i >= end:
-        raise malformed("packet ends before the property length")
+        raise RemoteProtocolError(0x81, "packet ends before the property length")
     if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
         m.alias = mv[i + 2] << 8 | mv[i + 3]
         return i + 4

@@ -3,7 +3,7 @@
 # only count when b is None, so a packet is sized before it is written and nothing is allocated; a 3.x client
 # reads only fixed layouts and UTF-8 strings (utf8()). MQTT 5's Variable Byte Integers, binary data and the
 # Reader that walks variable layouts are props.py's.
-from tinymqtt.errors import malformed, LocalProtocolError
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 
 
 def vbi_len(v):
@@ -68,5 +68,5 @@ def utf8(mv, start, end, what):
     except UnicodeError:
         bad = True
     if bad or "\x00" in s:
-        raise malformed("%s is not well-formed UTF-8 without U+0000" % what)
+        raise RemoteProtocolError(0x81, "%s is not well-formed UTF-8 without U+0000" % what)
     return s
