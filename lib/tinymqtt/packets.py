@@ -6,7 +6,7 @@
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import put, put_str, text, utf8, vbi_len
+from tinymqtt.wire import put, put_str, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
 # The server half (cli_codec.py) plugs in here: SERVER(mv, pos, packet, level) reads a CONNECT, SUBSCRIBE or
@@ -272,18 +272,11 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
-    topic = text(topic)
-    tl, pl = len(topic), len(payload)
-    n = 2 + tl + pl + (2 if qos else 0)
+    pl = len(payload)
+    n = put_str(None, 0, topic) + pl + (2 if qos else 0)  # (refuses a topic MQTT cannot carry)
     if version == _V5:
         n += v5().put_publish(None, 0, props, alias)
-    pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
-    # Every publish passes here: the fields are written in place, without a call per field.
-    buf[pos] = tl >> 8
-    buf[pos + 1] = tl & 0xFF
-    pos += 2
-    buf[pos:pos + tl] = topic
-    pos += tl
+    pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
