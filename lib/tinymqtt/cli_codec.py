@@ -7,7 +7,7 @@
 from tinymqtt import packets as K
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
-from tinymqtt.props import Reader, binary
+from tinymqtt.props import Reader
 from tinymqtt.wire import put
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
@@ -49,10 +49,18 @@ def _repr(self):
     return "<" + " ".join(out) + ">"
 
 
+def binary(r, what):
+    """Reads Binary Data (two-byte length, then the bytes) with props.Reader r."""
+    p = r.need(r.uint(2, what), what)
+    return bytes(r.mv[p:r.pos])
+
+
 def _decode(mv, pos, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE from pos (after the packet id) to the end
     r = Reader(mv, pos, len(mv))
     (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
-    r.done(p.type)
+    if r.pos != r.end:
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
+                                  % (r.end - r.pos, NAMES.split()[p.type]))
 
 
 def _d_connect(r, p, v):

@@ -129,11 +129,6 @@ class Reader:
         p = self.need(self.uint(2, what), what)
         return utf8(self.mv, p, self.pos, what)
 
-    def done(self, t):
-        """Refuses bytes left after the last field of a packet of type t."""
-        if self.pos != self.end:
-            raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
-                                      % (self.end - self.pos, NAMES.split()[t]))
 
 
 def put_vbi(b, pos, v):
@@ -163,12 +158,6 @@ def vbi(r, what):
     raise RemoteProtocolError(0x81, "%s longer than 4 bytes" % what)
 
 
-def binary(r, what):
-    """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
-    p = r.need(r.uint(2, what), what)
-    return bytes(r.mv[p:r.pos])
-
-
 def read(r, ptype):
     """Reads a property block (length + properties) for packet type ptype (WILL for will properties)."""
     n = vbi(r, "property length")
@@ -187,8 +176,9 @@ def read(r, ptype):
             v = vbi(r, "a property")
         elif t < _VBI:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer of 1, 1, 2 or 4 bytes
             v = r.uint(b"\1\1\2\4"[t - 1], "a property")
-        elif t == _BIN:
-            v = binary(r, "a property")
+        elif t == _BIN:  # Binary Data: a two-byte length, then the bytes
+            v = r.need(r.uint(2, "a property"), "a property")
+            v = bytes(r.mv[v:r.pos])
         else:  # a string, or a User Property's two (name, value)
             v = r.str("a property")
             if t == _PAIR:
@@ -297,4 +287,5 @@ def tail(mv, i, p):
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
                 raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES.split()[t], c))
             return
-    r.done(t)
+    if r.pos != r.end:
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s" % (r.end - r.pos, NAMES.split()[t]))
