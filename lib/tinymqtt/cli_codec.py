@@ -142,6 +142,7 @@ def install():
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.
     Packet.session_present = False
+    Packet.topics = None  # SUBSCRIBE's and UNSUBSCRIBE's (the client half reads them only when it encodes one)
     Packet.client_id, Packet.clean, Packet.keepalive = "", True, 0
     Packet.username = Packet.password = Packet.will = None
     Packet.__eq__, Packet.__repr__ = _eq, _repr

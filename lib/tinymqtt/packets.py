@@ -72,8 +72,10 @@ class Packet:
     """One control packet. Defaults live on the class, so a packet holds only the fields it sets. A field that
     only decoding sets has none (a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
     Alias), nor have CONNECT's, which the session always sets (client_id, clean, keepalive, will, username,
-    password; cli_codec.py gives them defaults for tools and tests). A Will is a Packet(PUBLISH) with topic,
-    payload, qos, retain and props."""
+    password; cli_codec.py gives them defaults for tools and tests), nor has SUBSCRIBE's and UNSUBSCRIBE's topics
+    ([(filter, options)], [filter]; encode() refuses a packet without them), which keeps the class dict at 12
+    entries (a full table; 13 would take 17 slots). A Will is a Packet(PUBLISH) with topic, payload, qos, retain
+    and props."""
     pid = 0
     reason = 0
     props = None
@@ -82,7 +84,6 @@ class Packet:
     qos = 0
     retain = False
     dup = False
-    topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
 
     def __init__(self, type, **fields):
@@ -333,9 +334,10 @@ def encode(buf, p, version=_V5, off=0):
                     if f is not None:
                         pos = put_str(b, pos, f)
             elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-                if not p.topics:
+                ts = getattr(p, "topics", None)
+                if not ts:
                     raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
-                for f in p.topics:
+                for f in ts:
                     pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
         if b is not None:
             return pos - off
