@@ -4,8 +4,8 @@
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
-from tinymqtt.wire import put as put_int, put_str, utf8, vbi_len
+from tinymqtt.packets import const  # (const: micropython's, which makes the constants below literals)
+from tinymqtt.wire import put as put_int, put_str, utf8
 
 # Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
 # PAIR 8 (a User Property: two strings).
@@ -18,8 +18,7 @@ _STR = const(6)
 _BIN = const(7)
 _PAIR = const(8)
 
-# Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
-WILL = 0
+# Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will (P.WILL).
 
 # The reason codes each v5 packet may carry (spec 2.4), by packet type; anything else is a Protocol Error.
 REASONS = {
@@ -77,21 +76,19 @@ TABLE = {
 _MAX_VBI = const(268435455)
 
 
-# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys): one
-# text that module __getattr__ reads on use, not 27 globals on a board's heap.
-_NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
-          " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
-          " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
-          " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
-          " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
-          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE ")
-
-
 def __getattr__(name):
-    i = _NAMES.find(" %s " % name)
+    # The public names: WILL (0, the Will's property set), then P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2
+    # in identifier order (TABLE's keys). One text read on use, not 28 globals on a board's heap.
+    n = (" WILL PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
+         " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
+         " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
+         " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
+         " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
+         " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE ")
+    i = n.find(" %s " % name)
     if i < 0:
         raise AttributeError(name)
-    return sorted(TABLE)[_NAMES.count(" ", 0, i)]
+    return ([0] + sorted(TABLE))[n.count(" ", 0, i)]
 
 
 def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
@@ -135,13 +132,13 @@ def put_vbi(b, pos, v):
     """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
     if not 0 <= v <= _MAX_VBI:
         raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
-    if b is None:
-        return pos + vbi_len(v)
     while v > 127:
-        b[pos] = v & 0x7F | 0x80
+        if b is not None:
+            b[pos] = v & 0x7F | 0x80
         v >>= 7
         pos += 1
-    b[pos] = v
+    if b is not None:
+        b[pos] = v
     return pos + 1
 
 
@@ -278,14 +275,14 @@ def tail(mv, i, p):
         if t == 2 or (i < r.end and not codes):
             c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in ok:
-                raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES.split()[t]))
+                raise protocol_error("reason code 0x%02X is not allowed in packet type %d" % (c, t))
         if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
         if codes:
             c = bytes(mv[r.pos:])
             p.codes = list(c)
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
-                raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES.split()[t], c))
+                raise protocol_error("packet type %d without reason codes, or with one it may not carry: %r" % (t, c))
             return
     if r.pos != r.end:
-        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s" % (r.end - r.pos, NAMES.split()[t]))
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of packet type %d" % (r.end - r.pos, t))
