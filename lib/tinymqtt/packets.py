@@ -5,7 +5,7 @@
 # SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
-from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import put, put_str, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
@@ -27,10 +27,12 @@ def v5():
 
 try:
     from micropython import const  # the constants below become literals in this module's code
-    _CACHE = True  # read_publish recognises recent topics by their bytes (CPython decodes each: cheaper there)
+    # read_publish's cache of the last 8 new topics, newest first: [k] a topic's bytes, [k + 8] the same topic as
+    # str (b"" matches no topic). CPython decodes each topic, which is cheaper there: None.
+    _TOPICS = [b""] * 16
 except ImportError:  # CPython
     const = int
-    _CACHE = False
+    _TOPICS = None
 
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -49,16 +51,20 @@ _V5 = const(5)
 # heap than a list of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
 NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
          "PINGREQ PINGRESP DISCONNECT AUTH")
-# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (reserved
-# type 0: none matches).
-_FLAGS = b"\xff\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
-MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte Remaining Length of 2**28 - 1
+# The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (these
+# bits), 0000 for the others: (_FLAGS2 >> t & 1) << 1.
+_FLAGS2 = const(0x540)
+# packets.MAX_PACKET (__getattr__): the largest packet the protocol can express, a 4-byte Remaining Length of
+# 2**28 - 1. This module's globals stay 23 (a full 23-slot table; 24 would take 29).
+_MAX_PACKET = const(268435460)
 
 
 def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
+    if name == "MAX_PACKET":
+        return _MAX_PACKET
     if name == "sub_options":
         return v5().sub_options
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
@@ -94,7 +100,7 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
-def frame(buf, n, max_size=MAX_PACKET, pos=0):
+def frame(buf, n, max_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
     header is incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
     rl = 0
@@ -119,9 +125,10 @@ def decode(mv, version=_V5):
     if n < 2 or frame(mv, n) != n:
         raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
     t, f = mv[0] >> 4, mv[0] & 15
+    g = (_FLAGS2 >> t & 1) << 1
     if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
-        f &= _FLAGS[t] and 6
-    if t != _PUBLISH and f != _FLAGS[t]:  # (type 0's flags: 0xFF)
+        f &= g and 6
+    if not t or (t != _PUBLISH and f != g):
         raise RemoteProtocolError(0x81, "reserved packet type %d, or %s with fixed header flags %s"
                                   % (t, NAMES.split()[t], bin(f)))
     p = Packet(t)
@@ -146,7 +153,7 @@ def decode(mv, version=_V5):
             if c > 1 or (d > 5 and version < _V5):
                 raise RemoteProtocolError(0x81, "reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
             if c and d:
-                raise protocol_error("CONNACK refuses the connection but says session present")
+                raise RemoteProtocolError(0x82, "CONNACK refuses the connection but says session present")
             p.session_present = c == 1
             p.reason = d
         else:
@@ -155,7 +162,7 @@ def decode(mv, version=_V5):
                 raise RemoteProtocolError(0x81, "packet identifier 0")
     if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
         if not SERVER:
-            raise protocol_error("a server never sends %s" % NAMES.split()[t])
+            raise RemoteProtocolError(0x82, "a server never sends %s" % NAMES.split()[t])
         SERVER(mv, i, p, version)  # the rest of it, to the end
     elif version == _V5:
         v5().tail(mv, i, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
@@ -165,24 +172,19 @@ def decode(mv, version=_V5):
             p.codes = list(c)
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
             if not c or c.strip(b"\0\1\2\x80"[:version]):
-                raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+                raise RemoteProtocolError(0x82, "SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c or t == _AUTH:
             raise RemoteProtocolError(0x81, "%s: %d unexpected bytes at its end, or a type 3.x does not have"
                                       % (NAMES.split()[t], n - i))
     return p
 
 
-# A topic read lately is recognised by its bytes on MicroPython (_CACHE), so a steady stream of messages builds no
-# str. A pure cache: bytes in, the validated str out.
-_TOPICS = [b""] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str (b"" matches no topic)
-_next = 0  # the entry the next new topic replaces
-
-
 def read_publish(mv, pos, end, m, version):
     """Reads the PUBLISH framed at mv[pos:end] into Packet m and returns m (the session reuses one m, so this is
     its receive path): on MicroPython nothing is allocated but the payload view when the topic was read lately
-    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises as decode() does."""
-    global _next
+    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises as decode() does.
+    A topic read lately is recognised by its bytes on MicroPython (_TOPICS, a pure cache: bytes in, the validated
+    str out), so a steady stream of messages builds no str."""
     f = mv[pos] & 15
     q = f >> 1 & 3
     if q == 3 or (f & 8 and not q):
@@ -197,7 +199,7 @@ def read_publish(mv, pos, end, m, version):
     s = ""
     if te > ts:
         s = None
-        if _CACHE:
+        if _TOPICS:
             n = te - ts
             for k in range(8):
                 b = _TOPICS[k]
@@ -212,10 +214,11 @@ def read_publish(mv, pos, end, m, version):
             s = utf8(mv, ts, te, "topic name")
             if "+" in s or "#" in s:
                 raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
-            if _CACHE:
-                _TOPICS[_next] = bytes(mv[ts:te])
-                _TOPICS[_next + 8] = s
-                _next = (_next + 1) & 7
+            if _TOPICS:  # the oldest goes (the list keeps its room: only the bytes are allocated)
+                _TOPICS.pop()
+                _TOPICS.insert(8, s)
+                _TOPICS.pop(7)
+                _TOPICS.insert(0, bytes(mv[ts:te]))
     i = te
     m.pid = 0
     if q:
@@ -228,7 +231,7 @@ def read_publish(mv, pos, end, m, version):
     if version == _V5:
         i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
     if not s and m.alias < 0:
-        raise protocol_error("empty topic name without a topic alias")
+        raise RemoteProtocolError(0x82, "empty topic name without a topic alias")
     m.topic = s
     m.qos = q
     m.dup = f & 8 != 0
@@ -240,7 +243,7 @@ def read_publish(mv, pos, end, m, version):
 def put_ack(buf, off, t, pid, reason):
     """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
     and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
-    buf[off] = t << 4 | _FLAGS[t]
+    buf[off] = t << 4 | (t == _PUBREL) << 1
     buf[off + 1] = 3 if reason else 2
     buf[off + 2] = pid >> 8
     buf[off + 3] = pid & 0xFF
@@ -344,4 +347,4 @@ def encode(buf, p, version=_V5, off=0):
         if buf is None:
             return 1 + vbi_len(pos) + pos
         b = buf
-        pos = _header(buf, off, t << 4 | _FLAGS[t], pos)
+        pos = _header(buf, off, t << 4 | (_FLAGS2 >> t & 1) << 1, pos)
