@@ -117,7 +117,7 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
 
 def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     if p.type == K.CONNACK:
-        pos = put(b, put(b, pos, bool(p.session_present)), p.reason)
+        pos = put(b, put(b, pos, bool(p.session_present), 1), p.reason, 1)
     else:
         if not p.pid:
             raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[p.type])
@@ -127,7 +127,7 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     if v == V5:
         pos = K.v5().put(b, pos, p.props, p.type)
     for c in p.codes or ():
-        pos = put(b, pos, c)
+        pos = put(b, pos, c, 1)
     return pos
 
 

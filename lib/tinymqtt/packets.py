@@ -341,7 +341,7 @@ def encode(buf, p, version=_V5, off=0):
                 if not ts:
                     raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
                 for f in ts:
-                    pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
+                    pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
         if b is not None:
             return pos - off
         if buf is None:

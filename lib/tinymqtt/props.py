@@ -227,7 +227,7 @@ def put(b, pos, props, ptype, extra=0):
 def put_publish(b, pos, props, alias):
     """A PUBLISH's property block, with a Topic Alias property last when alias is set; b None only counts."""
     pos = put(b, pos, props, 3, 3 if alias else 0)
-    return put_int(b, put_int(b, pos, 0x23), alias, 2) if alias else pos  # 0x23: Topic Alias
+    return put_int(b, put_int(b, pos, 0x23, 1), alias, 2) if alias else pos  # 0x23: Topic Alias
 
 
 def read_publish(mv, i, end, m):
@@ -257,7 +257,7 @@ def put_fields(b, pos, p):
     if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
         return put(b, pos, p.props, t)
     if (p.reason or p.props) and not 11 < t < 14:  # (PINGREQ and PINGRESP carry neither)
-        pos = put_int(b, pos, p.reason)
+        pos = put_int(b, pos, p.reason, 1)
         if p.props:
             pos = put(b, pos, p.props, t)
     return pos

@@ -10,7 +10,7 @@ def vbi_len(v):
     return 1 if v < 128 else 2 if v < 16384 else 3 if v < 2097152 else 4
 
 
-def put(b, pos, v, n=1):
+def put(b, pos, v, n):
     # An n-byte big-endian integer (n: 1, 2 or 4). CPython's bytearray would raise ValueError for a value out
     # of range and MicroPython's would keep its low byte: both refuse here instead.
     if not 0 <= v < 1 << 8 * n:
