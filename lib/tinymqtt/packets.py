@@ -331,7 +331,7 @@ def encode(buf, p, version=_V5, off=0):
                 pos = put_str(b, pos, p.client_id)
                 if w:
                     if v == _V5:
-                        pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+                        pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
                     pos = put_str(b, put_str(b, pos, w.topic), w.payload)
                 for f in (u, pw):
                     if f is not None:

@@ -218,7 +218,7 @@ def _body(b, pos, props, ptype):
     return pos
 
 
-def put(b, pos, props, ptype, extra=0):
+def put(b, pos, props, ptype, extra):
     """Writes a property block (its length, then the properties); `extra` reserves body bytes the caller writes
     right after (a topic alias). b None counts: the block's bytes then are put(None, 0, ...) + extra."""
     return _body(b, put_vbi(b, pos, _body(None, 0, props, ptype) + extra), props, ptype)
@@ -255,11 +255,11 @@ def put_fields(b, pos, p):
     it has either (success without properties is the shorter form without both); PINGREQ's nothing."""
     t = p.type
     if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
-        return put(b, pos, p.props, t)
+        return put(b, pos, p.props, t, 0)
     if (p.reason or p.props) and not 11 < t < 14:  # (PINGREQ and PINGRESP carry neither)
         pos = put_int(b, pos, p.reason, 1)
         if p.props:
-            pos = put(b, pos, p.props, t)
+            pos = put(b, pos, p.props, t, 0)
     return pos
 
 
