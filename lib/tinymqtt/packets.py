@@ -315,7 +315,8 @@ def encode(buf, p, version=_V5, off=0):
                 if v == _V31 and not 0 < len(p.client_id) <= 23:
                     raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
                 if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
-                    raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
+                    raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
+                                                   "is 0-2")
                 f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
                 if w:
                     f |= 4 | w.qos << 3 | bool(w.retain) << 5
