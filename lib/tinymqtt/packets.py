@@ -214,11 +214,12 @@ def read_publish(mv, pos, end, m, version):
             s = utf8(mv, ts, te, "topic name")
             if "+" in s or "#" in s:
                 raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
-            if _TOPICS:  # the oldest goes (the list keeps its room: only the bytes are allocated)
+            if _TOPICS:  # the oldest goes (the list keeps its room: only the bytes are allocated, first)
+                b = bytes(mv[ts:te])
                 _TOPICS.pop()
                 _TOPICS.insert(8, s)
                 _TOPICS.pop(7)
-                _TOPICS.insert(0, bytes(mv[ts:te]))
+                _TOPICS.insert(0, b)
     i = te
     m.pid = 0
     if q:
