@@ -5,9 +5,9 @@
 # fake broker, codec tests and fuzzers (CPython and MicroPython alike); the client half's framing and checks
 # stay the only ones.
 from tinymqtt import packets as K
-from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
-from tinymqtt.props import Reader, binary
+from tinymqtt.props import Reader
 from tinymqtt.wire import put
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
@@ -49,10 +49,18 @@ def _repr(self):
     return "<" + " ".join(out) + ">"
 
 
+def binary(r, what):
+    """Reads Binary Data (two-byte length, then the bytes) with props.Reader r."""
+    p = r.need(r.uint(2, what), what)
+    return bytes(r.mv[p:r.pos])
+
+
 def _decode(mv, pos, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE from pos (after the packet id) to the end
     r = Reader(mv, pos, len(mv))
     (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
-    r.done(p.type)
+    if r.pos != r.end:
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
+                                  % (r.end - r.pos, NAMES.split()[p.type]))
 
 
 def _d_connect(r, p, v):
@@ -62,14 +70,14 @@ def _d_connect(r, p, v):
     p.version = v = level
     f = r.uint(1, "connect flags")
     if f & 1:
-        raise malformed("reserved CONNECT flag (bit 0) is set")
+        raise RemoteProtocolError(0x81, "reserved CONNECT flag (bit 0) is set")
     wq = f >> 3 & 3
     if wq == 3:
-        raise malformed("Will QoS 3")
+        raise RemoteProtocolError(0x81, "Will QoS 3")
     if not f & 4 and f & 0x38:
-        raise malformed("Will QoS or Will Retain set without the Will flag")
+        raise RemoteProtocolError(0x81, "Will QoS or Will Retain set without the Will flag")
     if v < V5 and f & 0x40 and not f & 0x80:
-        raise malformed("password without a user name")
+        raise RemoteProtocolError(0x81, "password without a user name")
     p.clean = bool(f & 2)
     p.keepalive = r.uint(2, "keep alive")
     if v == V5:
@@ -97,9 +105,9 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
             continue
         f, o = r.str("topic filter"), r.uint(1, "subscription options")
         if o & (0xC0 if v == V5 else 0xFC):
-            raise malformed("reserved subscription option bits set for %r" % f)
+            raise RemoteProtocolError(0x81, "reserved subscription option bits set for %r" % f)
         if o & 3 == 3:  # v5 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3-8.3-4]: malformed
-            raise (protocol_error if v == V5 else malformed)("subscription QoS 3 for %r" % f)
+            raise RemoteProtocolError(0x82 if v == V5 else 0x81, "subscription QoS 3 for %r" % f)
         if o >> 4 & 3 == 3:
             raise protocol_error("retain handling 3 for %r" % f)
         p.topics.append((f, o))
@@ -109,7 +117,7 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
 
 def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     if p.type == K.CONNACK:
-        pos = put(b, put(b, pos, bool(p.session_present)), p.reason)
+        pos = put(b, put(b, pos, bool(p.session_present), 1), p.reason, 1)
     else:
         if not p.pid:
             raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[p.type])
@@ -117,9 +125,9 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
         if v < V5 and p.type == UNSUBACK:
             return pos
     if v == V5:
-        pos = K.v5().put(b, pos, p.props, p.type)
+        pos = K.v5().put(b, pos, p.props, p.type, 0)
     for c in p.codes or ():
-        pos = put(b, pos, c)
+        pos = put(b, pos, c, 1)
     return pos
 
 
@@ -134,6 +142,7 @@ def install():
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.
     Packet.session_present = False
+    Packet.topics = None  # SUBSCRIBE's and UNSUBSCRIBE's (the client half reads them only when it encodes one)
     Packet.client_id, Packet.clean, Packet.keepalive = "", True, 0
     Packet.username = Packet.password = Packet.will = None
     Packet.__eq__, Packet.__repr__ = _eq, _repr

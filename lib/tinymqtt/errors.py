@@ -20,20 +20,18 @@ class MQTTError(Exception):
         return describe(self)
 
 
-_b = (MQTTError,)  # one bases tuple for the five
-RemoteProtocolError = type("RemoteProtocolError", _b, {})
-LocalProtocolError = type("LocalProtocolError", _b, {})
+# One bases tuple and one class dict for the five: MicroPython's type() keeps the dict it is given (CPython's
+# copies it), and none of them adds anything to it.
+_b = (MQTTError,), {}
+RemoteProtocolError = type("RemoteProtocolError", *_b)
+LocalProtocolError = type("LocalProtocolError", *_b)
 # The server refused the connection (CONNACK with a failure code; 3.x codes mapped to v5 ones).
-ConnectError = type("ConnectError", _b, {})
+ConnectError = type("ConnectError", *_b)
 # The link is gone: keep-alive expired, the server sent DISCONNECT, or the transport closed.
-ConnectionLost = type("ConnectionLost", _b, {})
+ConnectionLost = type("ConnectionLost", *_b)
 # A QoS 1/2 message the server refused (its reason code) or that was lost with a session the server no longer
 # has (0x80); `pid` is the message's packet id.
-NotDelivered = type("NotDelivered", _b, {})
-
-
-def malformed(msg):
-    return RemoteProtocolError(0x81, msg)
+NotDelivered = type("NotDelivered", *_b)
 
 
 def protocol_error(msg):

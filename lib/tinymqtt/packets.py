@@ -5,13 +5,13 @@
 # SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
-from tinymqtt.errors import malformed, protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.wire import put, put_str, text, utf8, vbi_len
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
+from tinymqtt.wire import put, put_str, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
 # The server half (cli_codec.py) plugs in here: SERVER(mv, pos, packet, level) reads a CONNECT, SUBSCRIBE or
 # UNSUBSCRIBE from pos (after a packet id) to the end; SERVER(buf, pos, packet, level) writes the body of a CONNACK,
-# SUBACK or UNSUBACK (buf None: only counts), as _body() does a client's.
+# SUBACK or UNSUBACK (buf None: only counts), as encode() does a client's.
 SERVER = None
 
 
@@ -27,10 +27,12 @@ def v5():
 
 try:
     from micropython import const  # the constants below become literals in this module's code
-    _CACHE = True  # read_publish recognises recent topics by their bytes (CPython decodes each: cheaper there)
+    # read_publish's cache of the last 8 new topics, newest first: [k] a topic's bytes, [k + 8] the same topic as
+    # str (b"" matches no topic). CPython decodes each topic, which is cheaper there: None.
+    _TOPICS = [b""] * 16
 except ImportError:  # CPython
     const = int
-    _CACHE = False
+    _TOPICS = None
 
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -49,16 +51,20 @@ _V5 = const(5)
 # heap than a list of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
 NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
          "PINGREQ PINGRESP DISCONNECT AUTH")
-# The fixed header flags of each packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (reserved
-# type 0: none matches).
-_FLAGS = b"\xff\0\0\0\0\0\2\0\2\0\2\0\0\0\0\0"
-MAX_PACKET = 268435460  # the largest packet the protocol can express: a 4-byte Remaining Length of 2**28 - 1
+# The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (these
+# bits), 0000 for the others: (_FLAGS2 >> t & 1) << 1.
+_FLAGS2 = const(0x540)
+# packets.MAX_PACKET (__getattr__): the largest packet the protocol can express, a 4-byte Remaining Length of
+# 2**28 - 1. This module's globals stay 23 (a full 23-slot table; 24 would take 29).
+_MAX_PACKET = const(268435460)
 
 
 def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
+    if name == "MAX_PACKET":
+        return _MAX_PACKET
     if name == "sub_options":
         return v5().sub_options
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
@@ -72,8 +78,10 @@ class Packet:
     """One control packet. Defaults live on the class, so a packet holds only the fields it sets. A field that
     only decoding sets has none (a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
     Alias), nor have CONNECT's, which the session always sets (client_id, clean, keepalive, will, username,
-    password; cli_codec.py gives them defaults for tools and tests). A Will is a Packet(PUBLISH) with topic,
-    payload, qos, retain and props."""
+    password; cli_codec.py gives them defaults for tools and tests), nor has SUBSCRIBE's and UNSUBSCRIBE's topics
+    ([(filter, options)], [filter]; encode() refuses a packet without them), which keeps the class dict at 12
+    entries (a full table; 13 would take 17 slots). A Will is a Packet(PUBLISH) with topic, payload, qos, retain
+    and props."""
     pid = 0
     reason = 0
     props = None
@@ -82,7 +90,6 @@ class Packet:
     qos = 0
     retain = False
     dup = False
-    topics = None  # SUBSCRIBE: [(filter, options)]; UNSUBSCRIBE: [filter]
     codes = None  # SUBACK / UNSUBACK reason codes
 
     def __init__(self, type, **fields):
@@ -93,7 +100,7 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
-def frame(buf, n, max_size=MAX_PACKET, pos=0):
+def frame(buf, n, max_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
     header is incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
     rl = 0
@@ -104,24 +111,26 @@ def frame(buf, n, max_size=MAX_PACKET, pos=0):
         rl |= (d & 0x7F) << (7 * i - 7)
         if not d & 0x80:
             if not d and i > 1:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
-                raise malformed("Remaining Length in non-minimal form")
+                raise RemoteProtocolError(0x81, "Remaining Length in non-minimal form")
             if i + 1 + rl > max_size:
                 raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
                                           % (i + 1 + rl, max_size))
             return i + 1 + rl
-    raise malformed("Remaining Length longer than 4 bytes")
+    raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
 
 def decode(mv, version=_V5):
     """Decodes the one whole packet in mv (a memoryview or bytes); raises RemoteProtocolError."""
     n = len(mv)
     if n < 2 or frame(mv, n) != n:
-        raise malformed("the Remaining Length of a %d-byte packet disagrees with its size" % n)
+        raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
     t, f = mv[0] >> 4, mv[0] & 15
+    g = (_FLAGS2 >> t & 1) << 1
     if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
-        f &= _FLAGS[t] and 6
-    if t != _PUBLISH and f != _FLAGS[t]:  # (type 0's flags: 0xFF)
-        raise malformed("reserved packet type %d, or %s with fixed header flags %s" % (t, NAMES.split()[t], bin(f)))
+        f &= g and 6
+    if not t or (t != _PUBLISH and f != g):
+        raise RemoteProtocolError(0x81, "reserved packet type %d, or %s with fixed header flags %s"
+                                  % (t, NAMES.split()[t], bin(f)))
     p = Packet(t)
     if t == _PUBLISH:
         read_publish(mv, 0, n, p, version)
@@ -133,7 +142,8 @@ def decode(mv, version=_V5):
         i += 1
     if 1 < t < _PINGREQ:  # two bytes: CONNACK's flags and return code (v5: reason code), the others' packet id
         if i + 2 > n:
-            raise malformed("packet ends inside CONNACK's flags and return code, or the packet identifier")
+            raise RemoteProtocolError(0x81, "packet ends inside CONNACK's flags and return code, or the packet "
+                                            "identifier")
         c = mv[i]
         d = mv[i + 1]
         i += 2
@@ -141,18 +151,18 @@ def decode(mv, version=_V5):
             if version == _V31:
                 c = 0
             if c > 1 or (d > 5 and version < _V5):
-                raise malformed("reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
+                raise RemoteProtocolError(0x81, "reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
             if c and d:
-                raise protocol_error("CONNACK refuses the connection but says session present")
+                raise RemoteProtocolError(0x82, "CONNACK refuses the connection but says session present")
             p.session_present = c == 1
             p.reason = d
         else:
             p.pid = c << 8 | d
             if not p.pid:
-                raise malformed("packet identifier 0")
+                raise RemoteProtocolError(0x81, "packet identifier 0")
     if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
         if not SERVER:
-            raise protocol_error("a server never sends %s" % NAMES.split()[t])
+            raise RemoteProtocolError(0x82, "a server never sends %s" % NAMES.split()[t])
         SERVER(mv, i, p, version)  # the rest of it, to the end
     elif version == _V5:
         v5().tail(mv, i, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
@@ -162,38 +172,34 @@ def decode(mv, version=_V5):
             p.codes = list(c)
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
             if not c or c.strip(b"\0\1\2\x80"[:version]):
-                raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+                raise RemoteProtocolError(0x82, "SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c or t == _AUTH:
-            raise malformed("%s: %d unexpected bytes at its end, or a type 3.x does not have" % (NAMES.split()[t], n - i))
+            raise RemoteProtocolError(0x81, "%s: %d unexpected bytes at its end, or a type 3.x does not have"
+                                      % (NAMES.split()[t], n - i))
     return p
-
-
-# A topic read lately is recognised by its bytes on MicroPython (_CACHE), so a steady stream of messages builds no
-# str. A pure cache: bytes in, the validated str out.
-_TOPICS = [b""] * 16  # [k]: a topic's bytes, [k + 8]: the same topic as str (b"" matches no topic)
-_next = 0  # the entry the next new topic replaces
 
 
 def read_publish(mv, pos, end, m, version):
     """Reads the PUBLISH framed at mv[pos:end] into Packet m and returns m (the session reuses one m, so this is
     its receive path): on MicroPython nothing is allocated but the payload view when the topic was read lately
-    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises as decode() does."""
-    global _next
+    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises as decode() does.
+    A topic read lately is recognised by its bytes on MicroPython (_TOPICS, a pure cache: bytes in, the validated
+    str out), so a steady stream of messages builds no str."""
     f = mv[pos] & 15
     q = f >> 1 & 3
     if q == 3 or (f & 8 and not q):
-        raise malformed("PUBLISH with QoS 3, or DUP on QoS 0")
+        raise RemoteProtocolError(0x81, "PUBLISH with QoS 3, or DUP on QoS 0")
     i = pos + 2
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
     ts = i + 2
     te = ts + (mv[i] << 8 | mv[i + 1]) if ts <= end else ts
     if te > end:
-        raise malformed("packet ends inside the topic name or its length")
+        raise RemoteProtocolError(0x81, "packet ends inside the topic name or its length")
     s = ""
     if te > ts:
         s = None
-        if _CACHE:
+        if _TOPICS:
             n = te - ts
             for k in range(8):
                 b = _TOPICS[k]
@@ -208,23 +214,25 @@ def read_publish(mv, pos, end, m, version):
             s = utf8(mv, ts, te, "topic name")
             if "+" in s or "#" in s:
                 raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
-            if _CACHE:
-                _TOPICS[_next] = bytes(mv[ts:te])
-                _TOPICS[_next + 8] = s
-                _next = (_next + 1) & 7
+            if _TOPICS:  # the oldest goes (the list keeps its room: only the bytes are allocated, first)
+                b = bytes(mv[ts:te])
+                _TOPICS.pop()
+                _TOPICS.insert(8, s)
+                _TOPICS.pop(7)
+                _TOPICS.insert(0, b)
     i = te
     m.pid = 0
     if q:
         i += 2
         m.pid = mv[te] << 8 | mv[te + 1] if i <= end else 0
         if not m.pid:
-            raise malformed("packet identifier 0, or the packet ends inside it")
+            raise RemoteProtocolError(0x81, "packet identifier 0, or the packet ends inside it")
     m.props = None
     m.alias = -1
     if version == _V5:
         i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
     if not s and m.alias < 0:
-        raise protocol_error("empty topic name without a topic alias")
+        raise RemoteProtocolError(0x82, "empty topic name without a topic alias")
     m.topic = s
     m.qos = q
     m.dup = f & 8 != 0
@@ -236,7 +244,7 @@ def read_publish(mv, pos, end, m, version):
 def put_ack(buf, off, t, pid, reason):
     """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
     and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
-    buf[off] = t << 4 | _FLAGS[t]
+    buf[off] = t << 4 | (t == _PUBREL) << 1
     buf[off + 1] = 3 if reason else 2
     buf[off + 2] = pid >> 8
     buf[off + 3] = pid & 0xFF
@@ -269,18 +277,11 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
-    topic = text(topic)
-    tl, pl = len(topic), len(payload)
-    n = 2 + tl + pl + (2 if qos else 0)
+    pl = len(payload)
+    n = put_str(None, 0, topic) + pl + (2 if qos else 0)  # (refuses a topic MQTT cannot carry)
     if version == _V5:
         n += v5().put_publish(None, 0, props, alias)
-    pos = _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n)
-    # Every publish passes here: the fields are written in place, without a call per field.
-    buf[pos] = tl >> 8
-    buf[pos + 1] = tl & 0xFF
-    pos += 2
-    buf[pos:pos + tl] = topic
-    pos += tl
+    pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
@@ -295,52 +296,57 @@ def encode(buf, p, version=_V5, off=0):
     """Writes packet p into buf at off for the given protocol level; returns its length. buf None: only its length
     (a packet other than PUBLISH)."""
     t = p.type
+    v = version
     if t == _PUBLISH:
-        return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    body = 0 < t < 16 and (SERVER if 0xA04 >> t & 1 else _body)  # (CONNACK, SUBACK, UNSUBACK: bits 2, 9, 11)
-    if not body or (t == _AUTH and version < _V5):
-        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
-    n = body(None, 0, p, version)
-    if buf is None:
-        return 1 + vbi_len(n) + n
-    pos = _header(buf, off, t << 4 | _FLAGS[t], n)
-    return body(buf, pos, p, version) - off
-
-
-def _body(b, pos, p, v):
-    # What follows the fixed header of a packet a client sends (PUBLISH aside); b None only counts. Its fixed fields
-    # (CONNECT's protocol name, level, flags and keep alive; a packet id), then what MQTT 5 adds there (props.py),
-    # then the rest (CONNECT's payload, SUBSCRIBE's and UNSUBSCRIBE's filters).
-    t = p.type
-    if t == _CONNECT:
-        w, u, pw = p.will, p.username, p.password
-        if v == _V31 and not 0 < len(p.client_id) <= 23:
-            raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-        if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
-            raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS is 0-2")
-        f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
-        if w:
-            f |= 4 | w.qos << 3 | bool(w.retain) << 5
-        pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
-        pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-    elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
-        if not p.pid:
-            raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
-        pos = put(b, pos, p.pid, 2)
-    if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
-        pos = v5().put_fields(b, pos, p)
-    if t == _CONNECT:
-        pos = put_str(b, pos, p.client_id)
-        if w:
-            if v == _V5:
-                pos = P.put(b, pos, w.props, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
-            pos = put_str(b, put_str(b, pos, w.topic), w.payload)
-        for s in (u, pw):
-            if s is not None:
-                pos = put_str(b, pos, s)
-    elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        if not p.topics:
-            raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
-        for f in p.topics:
-            pos = put(b, put_str(b, pos, f[0]), f[1]) if t == _SUBSCRIBE else put_str(b, pos, f)
-    return pos
+        return encode_publish(buf, v, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
+    if not 0 < t < 16 or (t == _AUTH and v < _V5) or (0xA04 >> t & 1 and not SERVER):
+        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (v, t))
+    s = 0xA04 >> t & 1  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11): the server half's (SERVER)
+    # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
+    # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
+    # id), what MQTT 5 adds there (props.py), then the rest (CONNECT's payload, SUBSCRIBE's, UNSUBSCRIBE's filters).
+    b = None
+    pos = 0
+    while True:
+        if s:
+            pos = SERVER(b, pos, p, v)
+        else:
+            if t == _CONNECT:
+                w, u, pw = p.will, p.username, p.password
+                if v == _V31 and not 0 < len(p.client_id) <= 23:
+                    raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+                if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+                    raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
+                                                   "is 0-2")
+                f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+                if w:
+                    f |= 4 | w.qos << 3 | bool(w.retain) << 5
+                pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
+                pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
+            elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+                if not p.pid:
+                    raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
+                pos = put(b, pos, p.pid, 2)
+            if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+                pos = v5().put_fields(b, pos, p)
+            if t == _CONNECT:
+                pos = put_str(b, pos, p.client_id)
+                if w:
+                    if v == _V5:
+                        pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+                    pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+                for f in (u, pw):
+                    if f is not None:
+                        pos = put_str(b, pos, f)
+            elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+                ts = getattr(p, "topics", None)
+                if not ts:
+                    raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
+                for f in ts:
+                    pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
+        if b is not None:
+            return pos - off
+        if buf is None:
+            return 1 + vbi_len(pos) + pos
+        b = buf
+        pos = _header(buf, off, t << 4 | (_FLAGS2 >> t & 1) << 1, pos)

@@ -3,9 +3,9 @@
 # property block), the reason codes each packet may carry, and the v5 fields after a packet's fixed ones.
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
-from tinymqtt.errors import malformed, protocol_error, LocalProtocolError
-from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
-from tinymqtt.wire import put as put_int, put_str, utf8, vbi_len
+from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
+from tinymqtt.packets import const  # (const: micropython's, which makes the constants below literals)
+from tinymqtt.wire import put as put_int, put_str, utf8
 
 # Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
 # PAIR 8 (a User Property: two strings).
@@ -18,8 +18,7 @@ _STR = const(6)
 _BIN = const(7)
 _PAIR = const(8)
 
-# Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will.
-WILL = 0
+# Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will (P.WILL).
 
 # The reason codes each v5 packet may carry (spec 2.4), by packet type; anything else is a Protocol Error.
 REASONS = {
@@ -77,21 +76,19 @@ TABLE = {
 _MAX_VBI = const(268435455)
 
 
-# The public names, P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2 in identifier order (TABLE's keys): one
-# text that module __getattr__ reads on use, not 27 globals on a board's heap.
-_NAMES = (" PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
-          " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
-          " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
-          " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
-          " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
-          " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE ")
-
-
 def __getattr__(name):
-    i = _NAMES.find(" %s " % name)
+    # The public names: WILL (0, the Will's property set), then P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2
+    # in identifier order (TABLE's keys). One text read on use, not 28 globals on a board's heap.
+    n = (" WILL PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
+         " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
+         " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
+         " REQUEST_RESPONSE_INFORMATION RESPONSE_INFORMATION SERVER_REFERENCE REASON_STRING RECEIVE_MAXIMUM"
+         " TOPIC_ALIAS_MAXIMUM TOPIC_ALIAS MAXIMUM_QOS RETAIN_AVAILABLE USER_PROPERTY MAXIMUM_PACKET_SIZE"
+         " WILDCARD_SUBSCRIPTION_AVAILABLE SUBSCRIPTION_IDENTIFIER_AVAILABLE SHARED_SUBSCRIPTION_AVAILABLE ")
+    i = n.find(" %s " % name)
     if i < 0:
         raise AttributeError(name)
-    return sorted(TABLE)[_NAMES.count(" ", 0, i)]
+    return ([0] + sorted(TABLE))[n.count(" ", 0, i)]
 
 
 def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handling=0):
@@ -113,7 +110,7 @@ class Reader:
         """Steps over n bytes and returns where they start."""
         p = self.pos
         if p + n > self.end:
-            raise malformed("packet ends inside %s" % what)
+            raise RemoteProtocolError(0x81, "packet ends inside %s" % what)
         self.pos = p + n
         return p
 
@@ -129,23 +126,19 @@ class Reader:
         p = self.need(self.uint(2, what), what)
         return utf8(self.mv, p, self.pos, what)
 
-    def done(self, t):
-        """Refuses bytes left after the last field of a packet of type t."""
-        if self.pos != self.end:
-            raise malformed("%d unexpected bytes at the end of %s" % (self.end - self.pos, NAMES.split()[t]))
 
 
 def put_vbi(b, pos, v):
     """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
     if not 0 <= v <= _MAX_VBI:
         raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
-    if b is None:
-        return pos + vbi_len(v)
     while v > 127:
-        b[pos] = v & 0x7F | 0x80
+        if b is not None:
+            b[pos] = v & 0x7F | 0x80
         v >>= 7
         pos += 1
-    b[pos] = v
+    if b is not None:
+        b[pos] = v
     return pos + 1
 
 
@@ -157,15 +150,9 @@ def vbi(r, what):
         v |= (d & 0x7F) << shift
         if not d & 0x80:
             if not d and shift:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
-                raise malformed("%s in non-minimal form" % what)
+                raise RemoteProtocolError(0x81, "%s in non-minimal form" % what)
             return v
-    raise malformed("%s longer than 4 bytes" % what)
-
-
-def binary(r, what):
-    """Reads Binary Data (two-byte length, then the bytes) with Reader r."""
-    p = r.need(r.uint(2, what), what)
-    return bytes(r.mv[p:r.pos])
+    raise RemoteProtocolError(0x81, "%s longer than 4 bytes" % what)
 
 
 def read(r, ptype):
@@ -173,21 +160,22 @@ def read(r, ptype):
     n = vbi(r, "property length")
     last = r.end
     if r.pos + n > last:
-        raise malformed("property length %d runs past the end of the packet" % n)
+        raise RemoteProtocolError(0x81, "property length %d runs past the end of the packet" % n)
     r.end = r.pos + n  # (meanwhile a property that runs past the block is cut short by r.need())
     props = {}
     while r.pos < r.end:
         pid = vbi(r, "property identifier")
         t = TABLE.get(pid, 0)
         if not t >> 4 & 1 << ptype:
-            raise malformed("property 0x%02X is not allowed in packet type %d" % (pid, ptype))
+            raise RemoteProtocolError(0x81, "property 0x%02X is not allowed in packet type %d" % (pid, ptype))
         t &= 15
         if t == _VBI:
             v = vbi(r, "a property")
         elif t < _VBI:  # _BYTE, _BOOL, _U16, _U32: a big-endian integer of 1, 1, 2 or 4 bytes
             v = r.uint(b"\1\1\2\4"[t - 1], "a property")
-        elif t == _BIN:
-            v = binary(r, "a property")
+        elif t == _BIN:  # Binary Data: a two-byte length, then the bytes
+            v = r.need(r.uint(2, "a property"), "a property")
+            v = bytes(r.mv[v:r.pos])
         else:  # a string, or a User Property's two (name, value)
             v = r.str("a property")
             if t == _PAIR:
@@ -230,7 +218,7 @@ def _body(b, pos, props, ptype):
     return pos
 
 
-def put(b, pos, props, ptype, extra=0):
+def put(b, pos, props, ptype, extra):
     """Writes a property block (its length, then the properties); `extra` reserves body bytes the caller writes
     right after (a topic alias). b None counts: the block's bytes then are put(None, 0, ...) + extra."""
     return _body(b, put_vbi(b, pos, _body(None, 0, props, ptype) + extra), props, ptype)
@@ -239,7 +227,7 @@ def put(b, pos, props, ptype, extra=0):
 def put_publish(b, pos, props, alias):
     """A PUBLISH's property block, with a Topic Alias property last when alias is set; b None only counts."""
     pos = put(b, pos, props, 3, 3 if alias else 0)
-    return put_int(b, put_int(b, pos, 0x23), alias, 2) if alias else pos  # 0x23: Topic Alias
+    return put_int(b, put_int(b, pos, 0x23, 1), alias, 2) if alias else pos  # 0x23: Topic Alias
 
 
 def read_publish(mv, i, end, m):
@@ -247,7 +235,7 @@ def read_publish(mv, i, end, m):
     packets.read_publish has set to None and -1) and returns where the payload starts. A Topic Alias alone, the
     common case, is read in place, allocating nothing (m.props stays None)."""
     if i >= end:
-        raise malformed("packet ends before the property length")
+        raise RemoteProtocolError(0x81, "packet ends before the property length")
     if mv[i] == 3 and i + 4 <= end and mv[i + 1] == 0x23:  # 0x23: Topic Alias
         m.alias = mv[i + 2] << 8 | mv[i + 3]
         return i + 4
@@ -262,16 +250,16 @@ def read_publish(mv, i, end, m):
 
 
 def put_fields(b, pos, p):
-    """Writes what MQTT 5 adds after the fixed fields of a packet a client sends (packets._body): CONNECT's,
+    """Writes what MQTT 5 adds after the fixed fields of a packet a client sends (packets.encode): CONNECT's,
     SUBSCRIBE's and UNSUBSCRIBE's properties; an ack's, DISCONNECT's or AUTH's reason code and properties when
     it has either (success without properties is the shorter form without both); PINGREQ's nothing."""
     t = p.type
     if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
-        return put(b, pos, p.props, t)
+        return put(b, pos, p.props, t, 0)
     if (p.reason or p.props) and not 11 < t < 14:  # (PINGREQ and PINGRESP carry neither)
-        pos = put_int(b, pos, p.reason)
+        pos = put_int(b, pos, p.reason, 1)
         if p.props:
-            pos = put(b, pos, p.props, t)
+            pos = put(b, pos, p.props, t, 0)
     return pos
 
 
@@ -287,13 +275,14 @@ def tail(mv, i, p):
         if t == 2 or (i < r.end and not codes):
             c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in ok:
-                raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES.split()[t]))
+                raise protocol_error("reason code 0x%02X is not allowed in packet type %d" % (c, t))
         if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
         if codes:
             c = bytes(mv[r.pos:])
             p.codes = list(c)
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
-                raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES.split()[t], c))
+                raise protocol_error("packet type %d without reason codes, or with one it may not carry: %r" % (t, c))
             return
-    r.done(t)
+    if r.pos != r.end:
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of packet type %d" % (r.end - r.pos, t))

@@ -5,38 +5,32 @@
 from tinymqtt.errors import LocalProtocolError
 
 
-def _bad(s):
-    # Not a str of at most 65535 UTF-8 bytes without U+0000. UTF-8 takes at most 4 bytes per character, so
-    # encode (which allocates) only when that bound can exceed 65535.
-    if not isinstance(s, str) or "\x00" in s:
-        return True
-    try:
-        return len(s) > 16383 and len(s.encode()) > 65535
+def validate_name(topic, filt=False):
+    """A Topic Name to publish to: str, 1..65535 UTF-8 bytes, no wildcard, no U+0000. Else LocalProtocolError(0x90).
+    filt True: a Topic Filter to subscribe to (validate_filter), whose wildcards each fill a level, '#' the last.
+    Else LocalProtocolError(0x8F)."""
+    try:  # UTF-8 takes at most 4 bytes per character: encode (which allocates) only when that may exceed 65535
+        bad = not isinstance(topic, str) or not topic or "\x00" in topic or (len(topic) > 16383
+                                                                            and len(topic.encode()) > 65535)
     except UnicodeError:  # CPython: a lone surrogate
-        return True
-
-
-def validate_name(topic):
-    """A Topic Name to publish to: str, 1..65535 UTF-8 bytes, no wildcard, no U+0000. Else LocalProtocolError(0x90)."""
-    if _bad(topic) or not topic or "+" in topic or "#" in topic:
-        raise LocalProtocolError(0x90, "topic name %s is not str, is empty, holds a wildcard or U+0000, or "
-                                       "exceeds 65535 UTF-8 bytes" % repr(topic)[:60])
+        bad = True
+    if bad or not filt:
+        bad = bad or "+" in topic or "#" in topic
+    else:
+        levels = topic.split("/")
+        last = levels.pop()
+        bad = len(last) > 1 and ("+" in last or "#" in last)
+        for lv in levels:
+            bad = bad or "#" in lv or (lv != "+" and "+" in lv)
+    if bad:
+        raise LocalProtocolError(0x8F if filt else 0x90, "topic %s %s is empty, not str, over 65535 bytes, or has "
+                                 "U+0000 or a misplaced wildcard" % ("filter" if filt else "name", repr(topic)[:24]))
 
 
 def validate_filter(filt):
     """A Topic Filter to subscribe to. Else LocalProtocolError(0x8F). (MQTT 5's shared subscriptions add rules for
     a $share/{ShareName}/ prefix: Session5.subscribe checks them.)"""
-    if _bad(filt):
-        raise LocalProtocolError(0x8F, "topic filter %s is not str, holds U+0000 or exceeds 65535 UTF-8 bytes"
-                                 % repr(filt)[:24])
-    levels = filt.split("/")
-    last = levels.pop()
-    bad = not filt or (len(last) > 1 and ("+" in last or "#" in last))
-    for lv in levels:
-        bad = bad or "#" in lv or (lv != "+" and "+" in lv)
-    if bad:
-        raise LocalProtocolError(0x8F, "invalid topic filter %s: wildcards fill a level ('#' the last)"
-                                 % repr(filt)[:24])
+    validate_name(filt, True)
 
 
 def matches(filt, topic):

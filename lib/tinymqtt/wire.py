@@ -3,14 +3,14 @@
 # only count when b is None, so a packet is sized before it is written and nothing is allocated; a 3.x client
 # reads only fixed layouts and UTF-8 strings (utf8()). MQTT 5's Variable Byte Integers, binary data and the
 # Reader that walks variable layouts are props.py's.
-from tinymqtt.errors import malformed, LocalProtocolError
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 
 
 def vbi_len(v):
     return 1 if v < 128 else 2 if v < 16384 else 3 if v < 2097152 else 4
 
 
-def put(b, pos, v, n=1):
+def put(b, pos, v, n):
     # An n-byte big-endian integer (n: 1, 2 or 4). CPython's bytearray would raise ValueError for a value out
     # of range and MicroPython's would keep its low byte: both refuse here instead.
     if not 0 <= v < 1 << 8 * n:
@@ -24,25 +24,21 @@ def put(b, pos, v, n=1):
     return pos
 
 
-def text(s):
-    # The bytes of a UTF-8 string (binary data as it is), refused where MQTT cannot carry them.
+def put_str(b, pos, s):
+    # A UTF-8 string or binary data with its two-byte length, refused where MQTT cannot carry it. Caching encoded
+    # bytes avoids the encode (and put_str(None, 0, s) then sizes it without allocating).
     if isinstance(s, str):
         if "\x00" in s:
             raise LocalProtocolError(0x81, "U+0000 is not allowed in an MQTT string: %r" % s)
         s = s.encode()
-    if len(s) > 65535:
-        raise LocalProtocolError(0x95, "string or binary field of %d bytes exceeds 65535" % len(s))
-    return s
-
-
-def put_str(b, pos, s):
-    # A UTF-8 string or binary data with its two-byte length. Caching encoded bytes avoids the encode.
-    s = text(s)
     n = len(s)
-    pos = put(b, pos, n, 2)
+    if n > 65535:
+        raise LocalProtocolError(0x95, "string or binary field of %d bytes exceeds 65535" % n)
     if b is not None:
-        b[pos:pos + n] = s
-    return pos + n
+        b[pos] = n >> 8
+        b[pos + 1] = n & 0xFF
+        b[pos + 2:pos + 2 + n] = s
+    return pos + 2 + n
 
 
 # CPython's str() refuses what the spec forbids in UTF-8 (a surrogate here); MicroPython's takes some of it (utf8())
@@ -68,5 +64,5 @@ def utf8(mv, start, end, what):
     except UnicodeError:
         bad = True
     if bad or "\x00" in s:
-        raise malformed("%s is not well-formed UTF-8 without U+0000" % what)
+        raise RemoteProtocolError(0x81, "%s is not well-formed UTF-8 without U+0000" % what)
     return s

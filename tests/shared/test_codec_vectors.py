@@ -426,3 +426,17 @@ def test_encode_and_frame_at_an_offset():
     raises(LocalProtocolError, 0x95, encode, bytearray(7), Packet(K.PUBACK, pid=5), V311, 4)
     assert encode(bytearray(8), Packet(K.PUBACK, pid=5), V311, 4) == 4
     raises(LocalProtocolError, 0x95, encode_publish, bytearray(12), V311, b"t", b"x", 0, False, False, 0, None, 0, 7)
+
+
+def test_read_publish_topics_through_the_recent_topic_cache():
+    # MicroPython recognises the last 8 new topics by their bytes (packets._TOPICS): more topics than that, read in
+    # changing orders with one reused Packet (as the session reads them), each still gives its own str; topics of
+    # one length that differ in one byte too.
+    topics = ["t/%02d" % i for i in range(12)] + ["t/0%s" % c for c in "abc"]
+    order = list(range(len(topics))) + [3, 3, 14, 0, 11, 13, 1, 12, 2, 9, 8, 7, 6, 5, 4, 10, 14, 0]
+    m = Packet(K.PUBLISH)
+    buf = bytearray(64)
+    for k in order:
+        n = encode_publish(buf, V311, topics[k].encode(), b"x")
+        assert K.read_publish(memoryview(buf), 0, n, m, V311).topic == topics[k], (k, m.topic)
+        assert bytes(m.payload) == b"x"
