@@ -4,7 +4,7 @@
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import const  # (const: micropython's, which makes the constants below literals)
+from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
 from tinymqtt.wire import put as put_int, put_str, utf8
 
 # Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
@@ -275,14 +275,14 @@ def tail(mv, i, p):
         if t == 2 or (i < r.end and not codes):
             c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in ok:
-                raise protocol_error("reason code 0x%02X is not allowed in packet type %d" % (c, t))
+                raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES.split()[t]))
         if t == 2 or codes or r.pos < r.end:
             p.props = read(r, t) or None
         if codes:
             c = bytes(mv[r.pos:])
             p.codes = list(c)
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
-                raise protocol_error("packet type %d without reason codes, or with one it may not carry: %r" % (t, c))
+                raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES.split()[t], c))
             return
     if r.pos != r.end:
-        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of packet type %d" % (r.end - r.pos, t))
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s" % (r.end - r.pos, NAMES.split()[t]))
