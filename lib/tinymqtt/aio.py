@@ -9,10 +9,8 @@ try:
 except ImportError:  # CPython
     from collections import namedtuple
 
-from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, const, ticks_diff, ConnectionLost, ConnectError
+from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, ticks_diff, ConnectionLost
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
-
-_PUBLISH = const(3)  # (tinymqtt.packets' type, inlined by MicroPython)
 
 
 _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))  # (CPython has no sleep_ms)
@@ -205,11 +203,10 @@ class AsyncClient(Driver):
         # flow began, or its slot went with the link without an ack: a SUBSCRIBE the new connection makes again);
         # raises NotDelivered for a refused or lost message. pid 0: only the drain (_done never holds 0).
         # pid -1: every in-flight slot was taken; arg: publish()'s arguments, published again after a change.
-        # pid -2: connect()'s wait, until CONNACK or an end of the link that ends connect() too (a refusal, any
-        # without reconnect, the client stopped: _end() set reconnect False).
+        # pid -2: connect()'s wait, until CONNACK or the end of the link (connect() raises its error, as the
+        # blocking client's does, also with reconnect: the reader task has not reconnected yet).
         while pid < 0:
-            if pid == -2 and (self.is_connected() or not self.transport and (
-                    not self.reconnect or isinstance(self.last_error, ConnectError))):
+            if pid == -2 and (self.is_connected() or not self.transport):
                 return
             self._changed.clear()
             await self._changed.wait()
@@ -279,7 +276,8 @@ class AsyncClient(Driver):
             await _sleep_ms(max(10, min(wait, 1000)))
 
     def _event(self, ev, value, reason):
-        if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
+        # (3: PUBLISH, tinymqtt.packets' type; a literal: no const to import, which would cost aio.mpy a global)
+        if ev == 3:  # the session reuses the message and its buffer once this returns: keep a copy
             box, n = self._inbox, self._inbox_n
             m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
                                                                  value.retain, value.dup, value.pid, value.props)

@@ -136,8 +136,8 @@ class Client(Driver):
                         self.flush()
                         n = 0
                 else:
-                    due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms
-                    if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
+                    due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms + 1
+                    if due > 0:  # asleep until the next reconnect attempt is due (without reconnect: all of ms)
                         import time
                         time.sleep(min(due, ms) / 1000)
                         return
