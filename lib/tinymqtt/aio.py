@@ -9,7 +9,7 @@ try:
 except ImportError:  # CPython
     from collections import namedtuple
 
-from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, ticks_diff, ConnectionLost
+from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
 
 
@@ -152,7 +152,7 @@ class AsyncClient(Driver):
         ours: publish_nowait() + flush() allocates nothing."""
         # (pid: a flow to await after the drain, for publish(), subscribe()...: the awaitable returns its result)
         if pid:
-            self._done[pid] = WAITING
+            self._done[pid] = ...  # (waiting: see Driver.__init__)
         try:
             self._write()
             t = self.transport
@@ -214,7 +214,7 @@ class AsyncClient(Driver):
                 return await self.publish(*arg)
         try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
             await arg
-            while self._done.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
+            while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
         except LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
@@ -223,7 +223,7 @@ class AsyncClient(Driver):
                 return await self._result(pid, self._changed.wait())
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)
-        return None if arg is WAITING else getattr(arg, "codes", arg)
+        return None if arg is ... else getattr(arg, "codes", arg)
 
     # ---------------------------------------------------------------- tasks
 
