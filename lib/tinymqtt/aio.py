@@ -63,8 +63,8 @@ class AsyncClient(Driver):
             self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._ticker()))
             try:
                 await asyncio.wait_for(self._result(-2, 0), timeout)
-            except asyncio.TimeoutError:
-                self.last_error = ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
+            except asyncio.TimeoutError:  # (an end of the link: on_disconnect hears it, as from the blocking client)
+                self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             if self.is_connected():
                 return self.session.session_present
             await self.close()  # (last_error stays)
