@@ -9,11 +9,8 @@ try:
 except ImportError:  # CPython
     from collections import namedtuple
 
-from tinymqtt.driver import Driver, LINK_ERRORS, WAITING, const, ticks_diff, ConnectionLost, ConnectError
+from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
-
-_CONNACK = const(2)  # (tinymqtt.packets' types, inlined by MicroPython)
-_PUBLISH = const(3)
 
 
 _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms / 1000))  # (CPython has no sleep_ms)
@@ -43,16 +40,15 @@ class AsyncClient(Driver):
         # the application takes one (acks and everything behind it wait too: TCP pushes back to the server).
         # An application that awaits its own publishes without reading messages() needs a receive_maximum
         # as large as what may arrive meanwhile.
-        s = self.session
-        self._inbox = [None] * s.receive_maximum
+        self._inbox = [None] * self.session.receive_maximum
         self._inbox_head = self._inbox_n = 0
-        self._inbox_ev = asyncio.Event()  # set when a message arrives
-        # One Event for every other wait: flows awaited by publish(), subscribe(), unsubscribe() (each waiter
-        # looks for its own packet id in _done), publish() waiting for a free in-flight slot, the reader parked
-        # behind a full inbox. Set at every session event and when a full inbox frees a place: a flow costs no
-        # Event of its own, and each waiter checks its own condition again.
+        # One Event for every wait: messages() for a message, connect() for CONNACK or an end of the link that
+        # stops it, flows awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its own packet
+        # id in _done), publish() waiting for a free in-flight slot, the reader parked behind a full inbox. Set at
+        # every session event, every end of a link, and when a full inbox frees a place: neither a flow nor a
+        # kind of wait costs an Event of its own (64 B of 32-bit heap each), and each waiter checks its own
+        # condition again.
         self._changed = asyncio.Event()
-        self._connected = asyncio.Event()
 
     _closed = False
     _tasks = ()  # the reader and the ticker, once connect() started them
@@ -64,12 +60,11 @@ class AsyncClient(Driver):
         """Opens the connection, waits for CONNACK (ConnectError when refused) and starts the tasks."""
         await self._open()
         if self.transport:  # (else e.g. TLS 1.3: a refused client certificate shows at the first write)
-            self._tasks = [asyncio.create_task(self._guard(self._reader())),
-                           asyncio.create_task(self._guard(self._ticker()))]
+            self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._ticker()))
             try:
-                await asyncio.wait_for(self._connected.wait(), timeout)
-            except asyncio.TimeoutError:
-                self.last_error = ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout)
+                await asyncio.wait_for(self._result(-2, 0), timeout)
+            except asyncio.TimeoutError:  # (an end of the link: on_disconnect hears it, as from the blocking client)
+                self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             if self.is_connected():
                 return self.session.session_present
             await self.close()  # (last_error stays)
@@ -87,10 +82,8 @@ class AsyncClient(Driver):
             self._close(e)
 
     def _close(self, err):
-        self._connected.clear()
-        if isinstance(err, ConnectError) or not self.reconnect:
-            self._connected.set()  # wake connect(): it reads last_error
         Driver._close(self, err)
+        self._changed.set()  # (connect() looks at last_error)
 
     async def disconnect(self, reason=0, props=None):
         """A clean DISCONNECT (the will is discarded unless reason is 0x04), then stops the tasks."""
@@ -104,10 +97,17 @@ class AsyncClient(Driver):
         for t in self._tasks:
             t.cancel()
         self._tasks = ()
-        self._end()
+        self._end(None)
 
-    def _end(self):
-        # Stops the client: the link closes and every waiter wakes (awaited flows end with None).
+    def _end(self, err):
+        # Stops the client: the link closes and every waiter wakes (awaited flows end with None). err: an error
+        # in a task that is not the link's (those end a connection and are handled inside): a handler's own, or
+        # MemoryError. The client stops with it as last_error (on_disconnect and connect() see it) rather than
+        # leave waiters awaiting a task that is gone; the task raises it again, so asyncio still reports it.
+        if err:
+            if self.transport:
+                self._close(err)
+            self.last_error = err
         self._closed = True
         self.reconnect = False
         if self.transport:
@@ -115,7 +115,6 @@ class AsyncClient(Driver):
             self.transport = None
         self.session.connection_lost()
         self.session.hold = False
-        self._inbox_ev.set()
         self._changed.set()  # (each awaited flow sees _closed and ends)
 
     # ---------------------------------------------------------------- requests
@@ -153,7 +152,7 @@ class AsyncClient(Driver):
         ours: publish_nowait() + flush() allocates nothing."""
         # (pid: a flow to await after the drain, for publish(), subscribe()...: the awaitable returns its result)
         if pid:
-            self._done[pid] = WAITING
+            self._done[pid] = ...  # (waiting: see Driver.__init__)
         try:
             self._write()
             t = self.transport
@@ -181,8 +180,8 @@ class AsyncClient(Driver):
         while not self._inbox_n:
             if self._closed:
                 raise StopAsyncIteration
-            self._inbox_ev.clear()
-            await self._inbox_ev.wait()
+            self._changed.clear()
+            await self._changed.wait()
         # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.
         box, i, s = self._inbox, self._inbox_head, self.session
         m = box[i]
@@ -204,13 +203,18 @@ class AsyncClient(Driver):
         # flow began, or its slot went with the link without an ack: a SUBSCRIBE the new connection makes again);
         # raises NotDelivered for a refused or lost message. pid 0: only the drain (_done never holds 0).
         # pid -1: every in-flight slot was taken; arg: publish()'s arguments, published again after a change.
-        if pid < 0:
+        # pid -2: connect()'s wait, until CONNACK or the end of the link (connect() raises its error, as the
+        # blocking client's does, also with reconnect: the reader task has not reconnected yet).
+        while pid < 0:
+            if pid == -2 and (self.is_connected() or not self.transport):
+                return
             self._changed.clear()
             await self._changed.wait()
-            return await self.publish(*arg)
+            if pid == -1:
+                return await self.publish(*arg)
         try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
             await arg
-            while self._done.get(pid) is WAITING and not self._closed and self.session.flights.find(pid) >= 0:
+            while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0:
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
         except LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
@@ -219,35 +223,23 @@ class AsyncClient(Driver):
                 return await self._result(pid, self._changed.wait())
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)
-        return None if arg is WAITING else getattr(arg, "codes", arg)
+        return None if arg is ... else getattr(arg, "codes", arg)
 
     # ---------------------------------------------------------------- tasks
 
-    async def _guard(self, task):
-        # An error in a task that is not the link's (those end a connection and are handled inside): a handler's
-        # own, or MemoryError. The client stops with it as last_error, on_disconnect and connect() see it, and
-        # every waiter wakes, rather than awaiting a task that is gone; asyncio still reports it.
-        try:
-            await task
-        except Exception as e:
-            if self.transport:  # (_close(): connect() is woken below, and _end() ends reconnecting)
-                self._close(e)
-            self.last_error = e
-            self._connected.set()
-            self._end()
-            raise
+    # The two tasks: each runs until the client stops; an error that is not the link's stops the client (_end).
 
     async def _reader(self):
         s, p = self.session, self.p
         while not self._closed:
             st = self.transport
-            if not st:
-                if not self.reconnect:
-                    return
-                await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
-                await self._open()
-                continue
             try:
+                if not st:
+                    if not self.reconnect:
+                        return
+                    await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
+                    await self._open()
+                    continue
                 n = await st.readinto(s.inbuf, s.inlen)
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
@@ -263,6 +255,9 @@ class AsyncClient(Driver):
             except LINK_ERRORS as e:
                 if self.transport is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._close(e)
+            except Exception as e:
+                self._end(e)
+                raise
 
     async def _ticker(self):
         s, p = self.session, self.p
@@ -275,10 +270,14 @@ class AsyncClient(Driver):
                         await self.flush()
                 except LINK_ERRORS as e:
                     self._close(e)
+                except Exception as e:
+                    self._end(e)
+                    raise
             await _sleep_ms(max(10, min(wait, 1000)))
 
     def _event(self, ev, value, reason):
-        if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
+        # (3: PUBLISH, tinymqtt.packets' type; a literal: no const to import, which would cost aio.mpy a global)
+        if ev == 3:  # the session reuses the message and its buffer once this returns: keep a copy
             box, n = self._inbox, self._inbox_n
             m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
                                                                  value.retain, value.dup, value.pid, value.props)
@@ -287,12 +286,9 @@ class AsyncClient(Driver):
             self._inbox_n = n + 1
             if n + 1 == len(box):
                 self.session.hold = True  # received() stops before the next packet
-            self._inbox_ev.set()
-            return
-        Driver._event(self, ev, value, reason)
-        if ev == _CONNACK:
-            self._connected.set()
-        self._changed.set()  # a flow ended, a slot freed, or the session lost messages: waiters look again
+        else:
+            Driver._event(self, ev, value, reason)
+        self._changed.set()  # a message came, a flow ended, a slot freed, messages were lost: waiters look again
 
     async def __aenter__(self):
         await self.connect()

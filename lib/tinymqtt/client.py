@@ -90,10 +90,10 @@ class Client(Driver):
     def _request(self, pid, timeout):
         if not pid:
             return None
-        self._done[pid] = ...  # driver.WAITING (wait_for()'s first turn writes the request)
+        self._done[pid] = ...  # waiting (see Driver.__init__; wait_for()'s first turn writes the request)
         p = self.wait_for(pid, timeout)
         if p is False:
-            del self._done[pid]  # (still WAITING: the flow is in flight)
+            del self._done[pid]  # (still waiting: the flow is in flight)
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
         return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
@@ -136,8 +136,8 @@ class Client(Driver):
                         self.flush()
                         n = 0
                 else:
-                    due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms
-                    if due > 0 or not self.reconnect:  # asleep until the next reconnect attempt is due
+                    due = ticks_diff(self._next_try, p.ticks_ms()) if self.reconnect else ms + 1
+                    if due > 0:  # asleep until the next reconnect attempt is due (without reconnect: all of ms)
                         import time
                         time.sleep(min(due, ms) / 1000)
                         return

@@ -26,7 +26,6 @@ _LOST = const(16)
 _CONNECTED = const(2)  # session.state
 
 LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
-WAITING = ...  # in Driver._done: a flow someone awaits, not finished yet
 _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDelivered 0x80; refusals keep their code)
 
 
@@ -70,8 +69,8 @@ class Driver:
         self.p = p = port_impl
         self.session = new_session(self._event, **session_options)
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
-        # someone awaits it (WAITING until then), and the reason code of every QoS 1/2 message refused (_GONE:
-        # lost), kept until asked
+        # someone awaits it (... until then: Ellipsis, a constant that costs no global), and the reason code of
+        # every QoS 1/2 message refused (_GONE: lost), kept until asked
         self._done = {}
         self._next_try = p.ticks_ms()  # when the next reconnect may start
 

@@ -1,0 +1,63 @@
+# How connect() ends when no CONNACK comes, for both clients (scripted fake server: what the server does not send
+# is the point): a link that ends first ends connect() with the link's error at once, also with reconnect on (the
+# reconnect is loop()'s / the reader task's job afterwards); a server that stays silent ends it at the timeout
+# with ConnectionLost 0x88. Either way on_disconnect and last_error have the error, and no link stays open.
+import asyncio
+
+import pytest
+
+import tinymqtt_port
+from tests.support.fakebroker import FakeBroker
+from tinymqtt.aio import AsyncClient
+from tinymqtt.client import Client
+from tinymqtt.errors import ConnectionLost
+from tinymqtt.packets import CONNECT
+
+
+def cut_after_connect(fb):
+    fb.wait_connection()
+    fb.expect(CONNECT)
+    fb.close()
+
+
+def silent_after_connect(fb):
+    fb.wait_connection()
+    fb.expect(CONNECT)
+    fb.expect_closed(timeout=20)  # the client gives up and closes
+
+
+async def connect(api, script, timeout):
+    """(the error connect() raised, the client, the errors on_disconnect heard)"""
+    fb = FakeBroker(5)
+    cls = AsyncClient if api == "aio" else Client
+    c = cls("127.0.0.1", fb.port, version=5, client_id="ce", port_impl=tinymqtt_port, backoff_min_ms=50)
+    heard = []
+    c.on_disconnect = heard.append
+    fb.start(script)
+    try:
+        with pytest.raises(ConnectionLost) as e:
+            if api == "aio":
+                await c.connect(timeout)
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, c.connect, timeout)
+        await asyncio.get_running_loop().run_in_executor(None, fb.join)
+        return e.value, c, heard
+    finally:
+        if api == "aio":
+            await c.close()
+        fb.stop()
+
+
+@pytest.mark.parametrize("api", ["blocking", "aio"])
+async def test_a_link_cut_before_connack_ends_connect_with_its_error(api):
+    err, c, heard = await connect(api, cut_after_connect, 30)
+    assert err.reason != 0x88  # the link's own error, not the timeout's (30 s)
+    assert c.last_error is err and heard == [err] and c.transport is None
+    if api == "aio":
+        assert c._tasks == ()  # connect() stopped the reader and ticker it had started
+
+
+@pytest.mark.parametrize("api", ["blocking", "aio"])
+async def test_no_connack_within_the_timeout_ends_connect_with_0x88(api):
+    err, c, heard = await connect(api, silent_after_connect, 0.5)
+    assert err.reason == 0x88 and c.last_error is err and heard == [err] and c.transport is None
