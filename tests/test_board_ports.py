@@ -214,8 +214,9 @@ async def main():
     async for m in c.messages():
         got.append(bytes(m.payload).decode())
         break
+    error = str(c.last_error)  # (the WLAN drop's: our own disconnect() below ends with None)
     await c.disconnect()
-    result(got=got, connects=len(connects), lost=lost, joins=port.station.joins, error=str(c.last_error),
+    result(got=got, connects=len(connects), lost=lost, joins=port.station.joins, error=error,
            opened=[[h, p, s is not None, n] for h, p, s, n in jsstream.log], imported=imported,
            connected=connected)
 

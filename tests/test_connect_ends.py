@@ -61,3 +61,21 @@ async def test_a_link_cut_before_connack_ends_connect_with_its_error(api):
 async def test_no_connack_within_the_timeout_ends_connect_with_0x88(api):
     err, c, heard = await connect(api, silent_after_connect, 0.5)
     assert err.reason == 0x88 and c.last_error is err and heard == [err] and c.transport is None
+
+
+@pytest.mark.parametrize("api", ["blocking", "aio"])
+async def test_own_disconnect_is_an_end_with_no_error(api, broker):
+    # README: every end of a connection calls on_disconnect(error), None for your own disconnect(), and sets
+    # last_error (real mosquitto: the link was up, with an earlier error recorded from a first connection).
+    cls = AsyncClient if api == "aio" else Client
+    c = cls(broker.host, broker.port, version=4, client_id="ce-own-" + api, port_impl=tinymqtt_port)
+    heard = []
+    c.on_disconnect = heard.append
+    c.last_error = ConnectionLost(0x80, "an earlier link's end")
+    if api == "aio":
+        await c.connect()
+        await c.disconnect()
+    else:
+        c.connect()
+        c.disconnect()
+    assert heard == [None] and c.last_error is None and c.transport is None and not c.is_connected()

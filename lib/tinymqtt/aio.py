@@ -104,15 +104,12 @@ class AsyncClient(Driver):
         # in a task that is not the link's (those end a connection and are handled inside): a handler's own, or
         # MemoryError. The client stops with it as last_error (on_disconnect and connect() see it) rather than
         # leave waiters awaiting a task that is gone; the task raises it again, so asyncio still reports it.
+        self.reconnect = False
+        if self.transport:  # an end of the connection: on_disconnect hears it (None: our own disconnect/close)
+            self._close(err)
         if err:
-            if self.transport:
-                self._close(err)
             self.last_error = err
         self._closed = True
-        self.reconnect = False
-        if self.transport:
-            self.transport.close()
-            self.transport = None
         self.session.connection_lost()
         self.session.hold = False
         self._changed.set()  # (each awaited flow sees _closed and ends)
