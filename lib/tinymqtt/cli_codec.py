@@ -1,12 +1,14 @@
 # The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
-# keeps it off every board: tools/boards.py): decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK /
-# SUBACK / UNSUBACK, Packet equality and repr, and defaults for the fields only it and hand-built CONNECTs use.
-# Importing it adds it to tinymqtt.packets, for the CLI's -d (which decodes what it sends) and for the tests'
-# fake broker, codec tests and fuzzers (CPython and MicroPython alike); the client half's framing and checks
-# stay the only ones.
+# keeps it off every board: tools/boards.py): decode(), the general decoder of any packet at any level into a new
+# Packet (a session reads what it receives in place: packets.read_publish, read_packet), decoding CONNECT /
+# SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK / SUBACK / UNSUBACK, Packet equality and repr, and defaults for the
+# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.decode imports it),
+# for the CLI's -d (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython
+# and MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
+from tinymqtt.packets import (Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES, frame,
+                              read_packet, read_publish)
 from tinymqtt.props import Reader
 from tinymqtt.wire import put
 
@@ -55,12 +57,27 @@ def binary(r, what):
     return bytes(r.mv[p:r.pos])
 
 
-def _decode(mv, pos, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE from pos (after the packet id) to the end
-    r = Reader(mv, pos, len(mv))
-    (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
-    if r.pos != r.end:
-        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
-                                  % (r.end - r.pos, NAMES.split()[p.type]))
+def decode(mv, version=V5):
+    """Decodes the one whole packet in mv (a memoryview or bytes) into a new Packet; raises RemoteProtocolError.
+    What a client receives is read by the client half's own readers (a session's checks, the same errors); a
+    CONNECT, SUBSCRIBE or UNSUBSCRIBE by this module."""
+    n = len(mv)
+    if n < 2 or frame(mv, n) != n:
+        raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
+    p = Packet(mv[0] >> 4)
+    if p.type == PUBLISH:
+        read_publish(mv, 0, n, p, version)
+        if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
+            p.props = {0x23: p.alias}
+        return p
+    i = read_packet(mv, 0, n, p, version)  # to the end, but for these three: from their packet id on
+    if p.type in (CONNECT, SUBSCRIBE, UNSUBSCRIBE):
+        r = Reader(mv, i, n)
+        (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, version)
+        if r.pos != r.end:
+            raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
+                                      % (r.end - r.pos, NAMES.split()[p.type]))
+    return p
 
 
 def _d_connect(r, p, v):
@@ -115,7 +132,7 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
         raise protocol_error("%s without a topic filter" % NAMES.split()[p.type])
 
 
-def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
+def _encode(b, pos, p, v):  # packets.SERVER: the body of a CONNACK, SUBACK or UNSUBACK
     if p.type == K.CONNACK:
         pos = put(b, put(b, pos, bool(p.session_present), 1), p.reason, 1)
     else:
@@ -131,13 +148,9 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     return pos
 
 
-def _server(b, pos, p, v):  # packets.SERVER: the types a server receives are read, the others written
-    return (_decode if p.type in (CONNECT, SUBSCRIBE, UNSUBSCRIBE) else _encode)(b, pos, p, v)
-
-
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K.SERVER = _server
+    K.SERVER = _encode
     Packet.version = V5  # set by decoding a CONNECT
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.
