@@ -1,7 +1,6 @@
 # The codec's layers, checked in a fresh interpreter each: a 3.1.1 client's every packet (encoded, and read in
 # place as its session reads it) never loads props.py, the MQTT 5 half, nor cli_codec.py; without cli_codec.py
-# the client half refuses what only a server sends; importing it (packets.decode, the general decoder, does)
-# plugs the server half in.
+# the client half refuses what only a server sends and has no general decoder; importing it plugs both in.
 import os
 import shutil
 import subprocess
@@ -53,7 +52,8 @@ def test_the_server_half_is_refused_until_cli_codec_plugs_it_in():
         "            print(type(e).__name__, hex(e.reason))\n"
         "both()\n"
         "print('tinymqtt.cli_codec' in sys.modules)\n"
-        "from tinymqtt.packets import decode  # the general decoder is the server half's: this loads it\n"
+        "import tinymqtt.cli_codec\n"
+        "from tinymqtt.packets import decode  # the general decoder is the server half's\n"
         "print('tinymqtt.cli_codec' in sys.modules)\n"
         "both()\n"
         "print(decode(connect, 4) == Packet(CONNECT, client_id='c', keepalive=60))\n")

@@ -2,7 +2,7 @@
 # keeps it off every board: tools/boards.py): decode(), the general decoder of any packet at any level into a new
 # Packet (a session reads what it receives in place: packets.read_publish, read_packet), decoding CONNECT /
 # SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK / SUBACK / UNSUBACK, Packet equality and repr, and defaults for the
-# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.decode imports it),
+# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.decode too),
 # for the CLI's -d (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython
 # and MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
@@ -151,6 +151,7 @@ def _encode(b, pos, p, v):  # packets.SERVER: the body of a CONNACK, SUBACK or U
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
     K.SERVER = _encode
+    K.decode = decode  # (`from tinymqtt.packets import decode`, as tools and tests write it)
     Packet.version = V5  # set by decoding a CONNECT
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.

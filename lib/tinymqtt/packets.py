@@ -5,7 +5,8 @@
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it. The server half
 # (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py, and so
-# is decode(), the general decoder of any packet into a new Packet (tools, tests), which packets.decode names.
+# is decode(), the general decoder of any packet into a new Packet (tools, tests), which importing cli_codec.py
+# adds here as packets.decode.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import put, put_str, utf8, vbi_len
 
@@ -62,15 +63,11 @@ _MAX_PACKET = const(268435460)
 def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
-    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone); and
-    # decode(), the general decoder, which is the host-only server half's (a board has none: ImportError).
+    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
     if name == "MAX_PACKET":
         return _MAX_PACKET
     if name == "sub_options":
         return v5().sub_options
-    if name == "decode":
-        from tinymqtt.cli_codec import decode
-        return decode
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
     if name in n[1:]:
         i = n.index(name)
