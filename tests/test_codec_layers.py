@@ -53,7 +53,7 @@ def test_the_server_half_is_refused_until_cli_codec_plugs_it_in():
         "both()\n"
         "print('tinymqtt.cli_codec' in sys.modules)\n"
         "import tinymqtt.cli_codec\n"
-        "from tinymqtt.packets import decode  # the general decoder is the server half's\n"
+        "from tinymqtt.packets import encode, decode  # both halves' now (a name bound before keeps the client's)\n"
         "print('tinymqtt.cli_codec' in sys.modules)\n"
         "both()\n"
         "print(decode(connect, 4) == Packet(CONNECT, client_id='c', keepalive=60))\n")

@@ -2,7 +2,7 @@
 # keeps it off every board: tools/boards.py): decode(), the general decoder of any packet at any level into a new
 # Packet (a session reads what it receives in place: packets.read_publish, read_packet), decoding CONNECT /
 # SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK / SUBACK / UNSUBACK, Packet equality and repr, and defaults for the
-# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.decode too),
+# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.encode and decode),
 # for the CLI's -d (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython
 # and MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
@@ -10,7 +10,7 @@ from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolEr
 from tinymqtt.packets import (Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES, frame,
                               read_packet, read_publish)
 from tinymqtt.props import Reader
-from tinymqtt.wire import put
+from tinymqtt.wire import put, vbi_len
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
           "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
@@ -132,7 +132,21 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
         raise protocol_error("%s without a topic filter" % NAMES.split()[p.type])
 
 
-def _encode(b, pos, p, v):  # packets.SERVER: the body of a CONNACK, SUBACK or UNSUBACK
+_CLIENT = K.encode  # the client half's encode(), which refuses the three below
+
+
+def encode(buf, p, version=V5, off=0):
+    """packets.encode once this module is imported: a CONNACK, SUBACK or UNSUBACK here (two passes, as the client
+    half's: buf None only sizes it), any other packet by the client half's."""
+    if p.type not in (2, 9, 11):  # CONNACK, SUBACK, UNSUBACK (a tuple of constants: nothing allocated, as the client's)
+        return _CLIENT(buf, p, version, off)
+    n = _encode(None, 0, p, version)
+    if buf is None:
+        return 1 + vbi_len(n) + n
+    return _encode(buf, K._header(buf, off, p.type << 4, n), p, version) - off
+
+
+def _encode(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK
     if p.type == K.CONNACK:
         pos = put(b, put(b, pos, bool(p.session_present), 1), p.reason, 1)
     else:
@@ -150,8 +164,7 @@ def _encode(b, pos, p, v):  # packets.SERVER: the body of a CONNACK, SUBACK or U
 
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K.SERVER = _encode
-    K.decode = decode  # (`from tinymqtt.packets import decode`, as tools and tests write it)
+    K.encode, K.decode = encode, decode  # (`from tinymqtt.packets import encode, decode`, as tools and tests write it)
     Packet.version = V5  # set by decoding a CONNECT
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.

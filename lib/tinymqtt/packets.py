@@ -5,15 +5,12 @@
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it. The server half
 # (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py, and so
-# is decode(), the general decoder of any packet into a new Packet (tools, tests), which importing cli_codec.py
-# adds here as packets.decode.
+# is decode(), the general decoder of any packet into a new Packet (tools, tests). Importing cli_codec.py makes
+# packets.encode write both halves and adds packets.decode.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import put, put_str, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
-# The server half (cli_codec.py) plugs in here: SERVER(buf, pos, packet, level) writes the body of a CONNACK, SUBACK
-# or UNSUBACK (buf None: only counts), as encode() does a client's.
-SERVER = None
 
 
 def v5():
@@ -294,51 +291,47 @@ def encode(buf, p, version=_V5, off=0):
     v = version
     if t == _PUBLISH:
         return encode_publish(buf, v, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    if not 0 < t < 16 or (t == _AUTH and v < _V5) or (0xA04 >> t & 1 and not SERVER):
+    if not 0 < t < 16 or (t == _AUTH and v < _V5) or 0xA04 >> t & 1:  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11)
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (v, t))
-    s = 0xA04 >> t & 1  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11): the server half's (SERVER)
     # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
     # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
     # id), what MQTT 5 adds there (props.py), then the rest (CONNECT's payload, SUBSCRIBE's, UNSUBSCRIBE's filters).
     b = None
     pos = 0
     while True:
-        if s:
-            pos = SERVER(b, pos, p, v)
-        else:
-            if t == _CONNECT:
-                w, u, pw = p.will, p.username, p.password
-                if v == _V31 and not 0 < len(p.client_id) <= 23:
-                    raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-                if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
-                    raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
-                                                   "is 0-2")
-                f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
-                if w:
-                    f |= 4 | w.qos << 3 | bool(w.retain) << 5
-                pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
-                pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-            elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
-                if not p.pid:
-                    raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
-                pos = put(b, pos, p.pid, 2)
-            if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
-                pos = v5().put_fields(b, pos, p)
-            if t == _CONNECT:
-                pos = put_str(b, pos, p.client_id)
-                if w:
-                    if v == _V5:
-                        pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
-                    pos = put_str(b, put_str(b, pos, w.topic), w.payload)
-                for f in (u, pw):
-                    if f is not None:
-                        pos = put_str(b, pos, f)
-            elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-                ts = getattr(p, "topics", None)
-                if not ts:
-                    raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
-                for f in ts:
-                    pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
+        if t == _CONNECT:
+            w, u, pw = p.will, p.username, p.password
+            if v == _V31 and not 0 < len(p.client_id) <= 23:
+                raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+            if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+                raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
+                                               "is 0-2")
+            f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+            if w:
+                f |= 4 | w.qos << 3 | bool(w.retain) << 5
+            pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
+            pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
+        elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+            if not p.pid:
+                raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
+            pos = put(b, pos, p.pid, 2)
+        if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+            pos = v5().put_fields(b, pos, p)
+        if t == _CONNECT:
+            pos = put_str(b, pos, p.client_id)
+            if w:
+                if v == _V5:
+                    pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+                pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+            for f in (u, pw):
+                if f is not None:
+                    pos = put_str(b, pos, f)
+        elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+            ts = getattr(p, "topics", None)
+            if not ts:
+                raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
+            for f in ts:
+                pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
         if b is not None:
             return pos - off
         if buf is None:
