@@ -165,6 +165,7 @@ def _encode(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
     K.encode, K.decode = encode, decode  # (`from tinymqtt.packets import encode, decode`, as tools and tests write it)
+    K.MAX_PACKET = 268435460  # (frame()'s default limit: the largest packet a 4-byte Remaining Length expresses)
     Packet.version = V5  # set by decoding a CONNECT
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.

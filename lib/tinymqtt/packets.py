@@ -52,8 +52,8 @@ NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIB
 # The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (these
 # bits), 0000 for the others: (_FLAGS2 >> t & 1) << 1.
 _FLAGS2 = const(0x540)
-# packets.MAX_PACKET (__getattr__): the largest packet the protocol can express, a 4-byte Remaining Length of
-# 2**28 - 1. This module's globals stay 23 (a full 23-slot table; 24 would take 29).
+# The largest packet the protocol can express, a 4-byte Remaining Length of 2**28 - 1: frame()'s default limit
+# (packets.MAX_PACKET for tools and tests once cli_codec.py is imported).
 _MAX_PACKET = const(268435460)
 
 
@@ -61,8 +61,6 @@ def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
-    if name == "MAX_PACKET":
-        return _MAX_PACKET
     if name == "sub_options":
         return v5().sub_options
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
