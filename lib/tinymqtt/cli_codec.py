@@ -70,9 +70,13 @@ def decode(mv, version=V5):
         if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
             p.props = {0x23: p.alias}
         return p
-    i = read_packet(mv, 0, n, p, version)  # to the end, but for these three: from their packet id on
-    if p.type in (CONNECT, SUBSCRIBE, UNSUBSCRIBE):
-        r = Reader(mv, i, n)
+    if p.type not in (CONNECT, SUBSCRIBE, UNSUBSCRIBE):
+        read_packet(mv, 0, n, p, version)
+    else:  # the client half checks the fixed header and the packet id (an end just past it), this module the rest
+        i = 2
+        while mv[i - 1] & 0x80:
+            i += 1
+        r = Reader(mv, read_packet(mv, 0, min(n, i + 2 * (p.type != CONNECT)), p, version), n)
         (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, version)
         if r.pos != r.end:
             raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"

@@ -119,8 +119,9 @@ def read_packet(mv, pos, end, p, version):
     """Reads the packet framed at mv[pos:end], any type but PUBLISH (read_publish's), into Packet p (p.type set) in
     place: a CONNACK's flags and return code (p.session_present, p.reason), or a packet id (p.pid), then to its end
     what a client receives (MQTT 5's reason code and properties: props.tail; 3.x SUBACK's return codes: p.codes).
-    For the three a server receives (CONNECT, SUBSCRIBE, UNSUBSCRIBE) it stops after the packet id and returns
-    where their fields start (the server half reads on: cli_codec.decode()). Raises RemoteProtocolError."""
+    Returns where the fields after the fixed ones start (the server half, which reads a CONNECT, SUBSCRIBE or
+    UNSUBSCRIBE on from there, gives an end just past the packet id: cli_codec.decode()). Raises
+    RemoteProtocolError."""
     t = p.type
     f = mv[pos] & 15
     g = (_FLAGS2 >> t & 1) << 1
@@ -152,8 +153,6 @@ def read_packet(mv, pos, end, p, version):
             p.pid = c << 8 | d
             if not p.pid:
                 raise RemoteProtocolError(0x81, "packet identifier 0")
-    if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
-        return i
     if version == _V5:
         v5().tail(mv, i, end, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
     else:  # 3.x: what is left is SUBACK's return codes, or nothing
