@@ -7,6 +7,7 @@ import os
 import random
 
 from tinymqtt import packets as K
+import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, sub_options
 from tinymqtt.errors import MQTTError, LocalProtocolError
 

@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 
 from tinymqtt import packets as K
 from tinymqtt import props as P
+import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
 from tinymqtt.packets import Packet, encode, decode, frame
 
 V31, V311, V5 = 3, 4, 5

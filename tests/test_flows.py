@@ -1,6 +1,7 @@
 # The outbound flow transitions (inflight.py, every one in one place) and the one PUBLISH reader
 # (packets.read_publish) that decode() and the session's receive path share: pure, no broker.
 from tinymqtt.inflight import Inflight, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL, FREE, LOST
+import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
 from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLISH
 
 

@@ -59,9 +59,10 @@ def test_short_errors_keep_class_code_and_line_on_micropython(tmp_path):
                       str(tmp_path), "--secrets", os.devnull], env={}, out=open(os.devnull, "w"),
                      err=open(os.devnull, "w"))
     assert rc == 0
-    code = ("from tinymqtt.packets import encode_publish, decode\n"
+    code = ("from tinymqtt.packets import encode_publish, read_publish, Packet\n"
             "import sys\n"
-            "for f in (lambda: encode_publish(bytearray(64), 4, 'a', b'', qos=3), lambda: decode(b'\\x32\\x03\\x00\\x01a', 4)):\n"
+            "for f in (lambda: encode_publish(bytearray(64), 4, 'a', b'', qos=3),\n"
+            "          lambda: read_publish(memoryview(b'\\x32\\x03\\x00\\x01a'), 0, 5, Packet(3), 4)):\n"
             "    try:\n"
             "        f()\n"
             "    except Exception as e:\n"

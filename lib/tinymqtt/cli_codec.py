@@ -1,14 +1,16 @@
 # The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
-# keeps it off every board: tools/boards.py): decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK /
-# SUBACK / UNSUBACK, Packet equality and repr, and defaults for the fields only it and hand-built CONNECTs use.
-# Importing it adds it to tinymqtt.packets, for the CLI's -d (which decodes what it sends) and for the tests'
-# fake broker, codec tests and fuzzers (CPython and MicroPython alike); the client half's framing and checks
-# stay the only ones.
+# keeps it off every board: tools/boards.py): decode(), the general decoder of any packet at any level into a new
+# Packet (a session reads what it receives in place: packets.read_publish, read_packet), decoding CONNECT /
+# SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK / SUBACK / UNSUBACK, Packet equality and repr, and defaults for the
+# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.encode and decode),
+# for the CLI's -d (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython
+# and MicroPython alike); the client half's framing and checks stay the only ones.
 from tinymqtt import packets as K
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES
+from tinymqtt.packets import (Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES, frame,
+                              read_packet, read_publish)
 from tinymqtt.props import Reader
-from tinymqtt.wire import put
+from tinymqtt.wire import put, vbi_len
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
           "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
@@ -55,12 +57,31 @@ def binary(r, what):
     return bytes(r.mv[p:r.pos])
 
 
-def _decode(mv, pos, p, v):  # CONNECT, SUBSCRIBE, UNSUBSCRIBE from pos (after the packet id) to the end
-    r = Reader(mv, pos, len(mv))
-    (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, v)
-    if r.pos != r.end:
-        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
-                                  % (r.end - r.pos, NAMES.split()[p.type]))
+def decode(mv, version=V5):
+    """Decodes the one whole packet in mv (a memoryview or bytes) into a new Packet; raises RemoteProtocolError.
+    What a client receives is read by the client half's own readers (a session's checks, the same errors); a
+    CONNECT, SUBSCRIBE or UNSUBSCRIBE by this module."""
+    n = len(mv)
+    if n < 2 or frame(mv, n) != n:
+        raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
+    p = Packet(mv[0] >> 4)
+    if p.type == PUBLISH:
+        read_publish(mv, 0, n, p, version)
+        if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
+            p.props = {0x23: p.alias}
+        return p
+    if p.type not in (CONNECT, SUBSCRIBE, UNSUBSCRIBE):
+        read_packet(mv, 0, n, p, version)
+    else:  # the client half checks the fixed header and the packet id (an end just past it), this module the rest
+        i = 2
+        while mv[i - 1] & 0x80:
+            i += 1
+        r = Reader(mv, read_packet(mv, 0, min(n, i + 2 * (p.type != CONNECT)), p, version), n)
+        (_d_connect if p.type == CONNECT else _d_subscribe)(r, p, version)
+        if r.pos != r.end:
+            raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s"
+                                      % (r.end - r.pos, NAMES.split()[p.type]))
+    return p
 
 
 def _d_connect(r, p, v):
@@ -115,7 +136,21 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
         raise protocol_error("%s without a topic filter" % NAMES.split()[p.type])
 
 
-def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
+_CLIENT = K.encode  # the client half's encode(), which refuses the three below
+
+
+def encode(buf, p, version=V5, off=0):
+    """packets.encode once this module is imported: a CONNACK, SUBACK or UNSUBACK here (two passes, as the client
+    half's: buf None only sizes it), any other packet by the client half's."""
+    if p.type not in (2, 9, 11):  # CONNACK, SUBACK, UNSUBACK (a tuple of constants: nothing allocated, as the client's)
+        return _CLIENT(buf, p, version, off)
+    n = _encode(None, 0, p, version)
+    if buf is None:
+        return 1 + vbi_len(n) + n
+    return _encode(buf, K._header(buf, off, p.type << 4, n), p, version) - off
+
+
+def _encode(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK
     if p.type == K.CONNACK:
         pos = put(b, put(b, pos, bool(p.session_present), 1), p.reason, 1)
     else:
@@ -131,13 +166,10 @@ def _encode(b, pos, p, v):  # CONNACK, SUBACK and UNSUBACK
     return pos
 
 
-def _server(b, pos, p, v):  # packets.SERVER: the types a server receives are read, the others written
-    return (_decode if p.type in (CONNECT, SUBSCRIBE, UNSUBSCRIBE) else _encode)(b, pos, p, v)
-
-
 def install():
     """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K.SERVER = _server
+    K.encode, K.decode = encode, decode  # (`from tinymqtt.packets import encode, decode`, as tools and tests write it)
+    K.MAX_PACKET = 268435460  # (frame()'s default limit: the largest packet a 4-byte Remaining Length expresses)
     Packet.version = V5  # set by decoding a CONNECT
     # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
     # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.

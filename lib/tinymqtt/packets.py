@@ -1,18 +1,16 @@
 # The client half of MQTT 3.1 (level 3), 3.1.1 (level 4) and 5.0 (level 5): encode what a client sends into a
-# caller-owned buffer (one pass to size, one to write: no allocation), decode what a server sends from a
-# memoryview holding one whole packet. Pure: never touches a socket or a clock. A decoded PUBLISH payload
-# is a memoryview into the caller's buffer, valid until that buffer is reused. The server half (CONNECT,
-# SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py.
+# caller-owned buffer (one pass to size, one to write: no allocation), read what a server sends in place from a
+# memoryview holding one whole packet (read_publish, read_packet). Pure: never touches a socket or a clock. A
+# received PUBLISH payload is a memoryview into the caller's buffer, valid until that buffer is reused.
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
-# loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it.
+# loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it. The server half
+# (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py, and so
+# is decode(), the general decoder of any packet into a new Packet (tools, tests). Importing cli_codec.py makes
+# packets.encode write both halves and adds packets.decode.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
 from tinymqtt.wire import put, put_str, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
-# The server half (cli_codec.py) plugs in here: SERVER(mv, pos, packet, level) reads a CONNECT, SUBSCRIBE or
-# UNSUBSCRIBE from pos (after a packet id) to the end; SERVER(buf, pos, packet, level) writes the body of a CONNACK,
-# SUBACK or UNSUBACK (buf None: only counts), as encode() does a client's.
-SERVER = None
 
 
 def v5():
@@ -54,8 +52,8 @@ NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIB
 # The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (these
 # bits), 0000 for the others: (_FLAGS2 >> t & 1) << 1.
 _FLAGS2 = const(0x540)
-# packets.MAX_PACKET (__getattr__): the largest packet the protocol can express, a 4-byte Remaining Length of
-# 2**28 - 1. This module's globals stay 23 (a full 23-slot table; 24 would take 29).
+# The largest packet the protocol can express, a 4-byte Remaining Length of 2**28 - 1: frame()'s default limit
+# (packets.MAX_PACKET for tools and tests once cli_codec.py is imported).
 _MAX_PACKET = const(268435460)
 
 
@@ -63,8 +61,6 @@ def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
-    if name == "MAX_PACKET":
-        return _MAX_PACKET
     if name == "sub_options":
         return v5().sub_options
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
@@ -119,29 +115,26 @@ def frame(buf, n, max_size=_MAX_PACKET, pos=0):
     raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
 
-def decode(mv, version=_V5):
-    """Decodes the one whole packet in mv (a memoryview or bytes); raises RemoteProtocolError."""
-    n = len(mv)
-    if n < 2 or frame(mv, n) != n:
-        raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
-    t, f = mv[0] >> 4, mv[0] & 15
+def read_packet(mv, pos, end, p, version):
+    """Reads the packet framed at mv[pos:end], any type but PUBLISH (read_publish's), into Packet p (p.type set) in
+    place: a CONNACK's flags and return code (p.session_present, p.reason), or a packet id (p.pid), then to its end
+    what a client receives (MQTT 5's reason code and properties: props.tail; 3.x SUBACK's return codes: p.codes).
+    Returns where the fields after the fixed ones start (the server half, which reads a CONNECT, SUBSCRIBE or
+    UNSUBSCRIBE on from there, gives an end just past the packet id: cli_codec.decode()). Raises
+    RemoteProtocolError."""
+    t = p.type
+    f = mv[pos] & 15
     g = (_FLAGS2 >> t & 1) << 1
-    if version == _V31 and t != _PUBLISH:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
+    if version == _V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= g and 6
-    if not t or (t != _PUBLISH and f != g):
+    if not t or f != g:
         raise RemoteProtocolError(0x81, "reserved packet type %d, or %s with fixed header flags %s"
                                   % (t, NAMES.split()[t], bin(f)))
-    p = Packet(t)
-    if t == _PUBLISH:
-        read_publish(mv, 0, n, p, version)
-        if p.alias >= 0 and p.props is None:  # read in place: decode() gives the property block as sent
-            p.props = {0x23: p.alias}
-        return p
-    i = 2
+    i = pos + 2
     while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
         i += 1
     if 1 < t < _PINGREQ:  # two bytes: CONNACK's flags and return code (v5: reason code), the others' packet id
-        if i + 2 > n:
+        if i + 2 > end:
             raise RemoteProtocolError(0x81, "packet ends inside CONNACK's flags and return code, or the packet "
                                             "identifier")
         c = mv[i]
@@ -160,14 +153,10 @@ def decode(mv, version=_V5):
             p.pid = c << 8 | d
             if not p.pid:
                 raise RemoteProtocolError(0x81, "packet identifier 0")
-    if 0x502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE (bits 1, 8, 10): what only a server receives
-        if not SERVER:
-            raise RemoteProtocolError(0x82, "a server never sends %s" % NAMES.split()[t])
-        SERVER(mv, i, p, version)  # the rest of it, to the end
-    elif version == _V5:
-        v5().tail(mv, i, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
+    if version == _V5:
+        v5().tail(mv, i, end, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
     else:  # 3.x: what is left is SUBACK's return codes, or nothing
-        c = bytes(mv[i:n])
+        c = bytes(mv[i:end])
         if t == _SUBACK:
             p.codes = list(c)
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
@@ -175,14 +164,14 @@ def decode(mv, version=_V5):
                 raise RemoteProtocolError(0x82, "SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c or t == _AUTH:
             raise RemoteProtocolError(0x81, "%s: %d unexpected bytes at its end, or a type 3.x does not have"
-                                      % (NAMES.split()[t], n - i))
-    return p
+                                      % (NAMES.split()[t], end - i))
+    return i
 
 
 def read_publish(mv, pos, end, m, version):
     """Reads the PUBLISH framed at mv[pos:end] into Packet m and returns m (the session reuses one m, so this is
     its receive path): on MicroPython nothing is allocated but the payload view when the topic was read lately
-    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises as decode() does.
+    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises RemoteProtocolError.
     A topic read lately is recognised by its bytes on MicroPython (_TOPICS, a pure cache: bytes in, the validated
     str out), so a steady stream of messages builds no str."""
     f = mv[pos] & 15
@@ -299,51 +288,47 @@ def encode(buf, p, version=_V5, off=0):
     v = version
     if t == _PUBLISH:
         return encode_publish(buf, v, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    if not 0 < t < 16 or (t == _AUTH and v < _V5) or (0xA04 >> t & 1 and not SERVER):
+    if not 0 < t < 16 or (t == _AUTH and v < _V5) or 0xA04 >> t & 1:  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11)
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (v, t))
-    s = 0xA04 >> t & 1  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11): the server half's (SERVER)
     # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
     # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
     # id), what MQTT 5 adds there (props.py), then the rest (CONNECT's payload, SUBSCRIBE's, UNSUBSCRIBE's filters).
     b = None
     pos = 0
     while True:
-        if s:
-            pos = SERVER(b, pos, p, v)
-        else:
-            if t == _CONNECT:
-                w, u, pw = p.will, p.username, p.password
-                if v == _V31 and not 0 < len(p.client_id) <= 23:
-                    raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-                if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
-                    raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
-                                                   "is 0-2")
-                f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
-                if w:
-                    f |= 4 | w.qos << 3 | bool(w.retain) << 5
-                pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
-                pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
-            elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
-                if not p.pid:
-                    raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
-                pos = put(b, pos, p.pid, 2)
-            if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
-                pos = v5().put_fields(b, pos, p)
-            if t == _CONNECT:
-                pos = put_str(b, pos, p.client_id)
-                if w:
-                    if v == _V5:
-                        pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
-                    pos = put_str(b, put_str(b, pos, w.topic), w.payload)
-                for f in (u, pw):
-                    if f is not None:
-                        pos = put_str(b, pos, f)
-            elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-                ts = getattr(p, "topics", None)
-                if not ts:
-                    raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
-                for f in ts:
-                    pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
+        if t == _CONNECT:
+            w, u, pw = p.will, p.username, p.password
+            if v == _V31 and not 0 < len(p.client_id) <= 23:
+                raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
+            if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+                raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
+                                               "is 0-2")
+            f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+            if w:
+                f |= 4 | w.qos << 3 | bool(w.retain) << 5
+            pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
+            pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
+        elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
+            if not p.pid:
+                raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
+            pos = put(b, pos, p.pid, 2)
+        if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+            pos = v5().put_fields(b, pos, p)
+        if t == _CONNECT:
+            pos = put_str(b, pos, p.client_id)
+            if w:
+                if v == _V5:
+                    pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+                pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+            for f in (u, pw):
+                if f is not None:
+                    pos = put_str(b, pos, f)
+        elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+            ts = getattr(p, "topics", None)
+            if not ts:
+                raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
+            for f in ts:
+                pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
         if b is not None:
             return pos - off
         if buf is None:

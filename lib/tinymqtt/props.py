@@ -263,26 +263,26 @@ def put_fields(b, pos, p):
     return pos
 
 
-def tail(mv, i, p):
-    """Reads what follows the fixed fields of a v5 packet a server sends (packets.decode() has read a CONNACK's
-    flags and reason code, or the packet id; the fields end at len(mv)): its reason code (an ack's, DISCONNECT's
-    or AUTH's if present; CONNACK's is checked), its properties, and the reason codes of a SUBACK or UNSUBACK."""
+def tail(mv, i, end, p):
+    """Reads what follows the fixed fields of a v5 packet a server sends, to end (packets.read_packet() has read a
+    CONNACK's flags and reason code, or the packet id): its reason code (an ack's, DISCONNECT's or AUTH's if present;
+    CONNACK's is checked), its properties, and the reason codes of a SUBACK or UNSUBACK."""
     t = p.type
-    r = Reader(mv, i, len(mv))
+    r = Reader(mv, i, end)
     ok = REASONS.get(t)  # None: PINGREQ, PINGRESP, which carry nothing
     if ok:
         codes = t == 9 or t == 11  # SUBACK, UNSUBACK: properties, then a reason code per topic filter
-        if t == 2 or (i < r.end and not codes):
+        if t == 2 or (i < end and not codes):
             c = p.reason = p.reason if t == 2 else r.uint(1, "reason code")
             if c not in ok:
                 raise protocol_error("reason code 0x%02X is not allowed in %s" % (c, NAMES.split()[t]))
-        if t == 2 or codes or r.pos < r.end:
+        if t == 2 or codes or r.pos < end:
             p.props = read(r, t) or None
         if codes:
-            c = bytes(mv[r.pos:])
+            c = bytes(mv[r.pos:end])
             p.codes = list(c)
             if not c or c.strip(ok):  # what strip() leaves holds a code this packet may not carry
                 raise protocol_error("%s without reason codes, or with one it may not carry: %r" % (NAMES.split()[t], c))
             return
-    if r.pos != r.end:
-        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s" % (r.end - r.pos, NAMES.split()[t]))
+    if r.pos != end:
+        raise RemoteProtocolError(0x81, "%d unexpected bytes at the end of %s" % (end - r.pos, NAMES.split()[t]))

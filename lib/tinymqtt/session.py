@@ -15,7 +15,7 @@
 # Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
 # app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, read_publish, put_ack, NAMES, const
+from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, put_ack, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
@@ -339,16 +339,25 @@ class Session:
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
-        if total == 4 and self.state == _CONNECTED and first in (0x40, 0x50, 0x62, 0x70):
-            # The common acks, a bare packet id, handled without building a Packet, so nothing is allocated.
-            # Anything else (packet id 0 too) takes the full decoder, which validates it.
-            pid = buf[pos + 2] << 8 | buf[pos + 3]
+        if self.state == _CONNECTED:
+            # The common acks, a bare packet id, and PINGRESP, handled without building a Packet, so nothing is
+            # allocated. Anything else (packet id 0 too) is read whole below, which validates it.
+            if total == 4 and first in (0x40, 0x50, 0x62, 0x70):
+                pid = buf[pos + 2] << 8 | buf[pos + 3]
+            elif total == 2 and first == 0xD0:
+                self.pinging = False
+                return
         if not pid:
-            if t == _PUBLISH and self.state != _CONNECTING:  # read in place into the one reused Packet
-                return self._on_publish(read_publish(self._inmv, pos, pos + total, self._msg, self.version))
-            if 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
+            mv = self._inmv
+            if t == _PUBLISH:  # read in place into the one reused Packet (before CONNACK too: it is checked first)
+                p = read_publish(mv, pos, pos + total, self._msg, self.version)
+                if self.state != _CONNECTING:
+                    return self._on_publish(p)
+            elif 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
                 raise protocol_error("a server never sends %s" % NAMES.split()[t])
-            p = decode(self._inmv[pos:pos + total], self.version)
+            else:  # in place too, into a new Packet: CONNACK, SUBACK and UNSUBACK go to on_event
+                p = Packet(t)
+                read_packet(mv, pos, pos + total, p, self.version)
             if self.state == _CONNECTING:
                 if t == _CONNACK:
                     return self._on_connack(p)

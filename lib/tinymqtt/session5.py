@@ -2,7 +2,7 @@
 # aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, decode, encode_publish, read_publish, v5
+from tinymqtt.packets import Packet, encode_publish, read_publish, read_packet, v5
 from tinymqtt.session import Session, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
@@ -140,7 +140,8 @@ class Session5(Session):
                 if not reason or (reason == 0x10 and t < 6):
                     pid = buf[pos + 2] << 8 | buf[pos + 3]
             return Session._packet(self, buf, pos, total, pid, reason)
-        p = decode(self._inmv[pos:pos + total])  # (version: 5 by default)
+        p = Packet(t)  # DISCONNECT or AUTH, read in place as Session reads the others
+        read_packet(self._inmv, pos, pos + total, p, _V5)
         c, pr = p.reason, p.props or {}
         if self.state == _CONNECTING and (t == _DISCONNECT or c != 0x18):
             raise protocol_error("DISCONNECT, or AUTH with reason code 0x%02X, before CONNACK" % c)

@@ -2,12 +2,12 @@
 # Portable: runs under pytest on CPython and under the mini runner on MicroPython (no pytest, no fixtures,
 # nothing CPython-only). Every vector is checked both ways: encode(packet) == bytes, decode(bytes) == packet.
 # Expected bytes are written out by hand from the spec, never produced by the codec under test.
+import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 from tinymqtt import packets as K
 from tinymqtt import wire
 from tinymqtt import props as P
 from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, sub_options
 from tinymqtt.errors import MQTTError, RemoteProtocolError, LocalProtocolError
-import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 try:
     from tests.shared.checks import raises
 except ImportError:  # MicroPython, run from tests/shared

@@ -54,3 +54,20 @@ def test_a_v5_ack_with_a_reason_code_and_empty_properties_is_read_in_place():
         assert False, "a property block that runs past the packet was taken"
     except Exception as e:
         assert e.reason == 0x81, e
+
+
+def test_a_pingresp_is_read_in_place():
+    # Keep-alive, both ways: ping() writes PINGREQ in place and the PINGRESP that answers it is read in place (no
+    # Packet), in 3.1.1 and 5, so an idle connected client allocates nothing per keep-alive round trip.
+    from tinymqtt.session5 import Session5
+    for s, connack in ((Session(client_id="t", version=4, keepalive=1, max_packet_size=256), b"\x20\x02\x00\x00"),
+                       (Session5(client_id="t", keepalive=1, max_packet_size=256), b"\x20\x03\x00\x00\x00")):
+        s.connect(0)
+        s.inbuf[0:len(connack)] = connack
+        s.received(len(connack), 0)
+        s.outlen = 0
+        for now in (1000, 2000):
+            assert no_alloc(s.ping, now) is True and not s.ping(now) and bytes(s.out[:2]) == b"\xc0\x00"
+            s.outlen = 0
+            s.inbuf[0:2] = b"\xd0\x00"
+            assert no_alloc(s.received, 2, now) is False and not s.pinging and s.inlen == 0

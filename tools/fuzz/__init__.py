@@ -31,8 +31,8 @@ _BUF = bytearray(1 << 17)
 
 def decoder(data):
     from tinymqtt.errors import MQTTError, LocalProtocolError
+    import tinymqtt.cli_codec  # noqa: F401  (it adds decode to tinymqtt.packets)
     from tinymqtt.packets import frame, decode, encode
-    import tinymqtt.cli_codec  # noqa: F401
     if not data:
         return
     v = (3, 4, 5)[data[0] % 3]
@@ -95,11 +95,11 @@ def _invariants(s):
 
 def session(data):
     from tinymqtt.errors import RemoteProtocolError, ConnectError, ConnectionLost, LocalProtocolError
+    import tinymqtt.cli_codec  # noqa: F401  (_check_out decodes what we send: the codec's server half, decode)
     from tinymqtt.packets import frame, decode
     from tinymqtt.session import Session
     from tinymqtt.session5 import Session5
     from tinymqtt.app_acks import extended
-    import tinymqtt.cli_codec  # noqa: F401  (_check_out decodes what we send: the codec's server half)
     if len(data) < 2:
         return
     cfg, rng, stream = data[0], _Rng(data[1]), data[2:]
