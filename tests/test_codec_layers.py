@@ -61,6 +61,14 @@ def test_the_server_half_is_refused_until_cli_codec_plugs_it_in():
                                "True", ""]
 
 
+def test_decode_is_importable_from_packets_on_the_host():
+    # A host tool's `from tinymqtt.packets import decode` loads the server half on first use (a board has none).
+    out = run("from tinymqtt.packets import decode, CONNACK\n"
+              "p = decode(b'\\x20\\x02\\x01\\x00', 4)\n"
+              "print(p.type == CONNACK, p.session_present, 'tinymqtt.cli_codec' in sys.modules)\n")
+    assert out.split() == ["True", "True", "True"]
+
+
 def test_mqtt5_subscription_options_are_props_and_refused_without_them(tmp_path):
     # sub_options() builds MQTT 5's options byte (a 3.x subscription takes the QoS alone): props.py has it,
     # packets.sub_options loads it; a build without props.py (profile mqtt311) refuses it with 0x84.

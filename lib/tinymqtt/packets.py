@@ -60,9 +60,13 @@ _MAX_PACKET = const(268435460)
 def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
-    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone).
+    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone); and
+    # decode(), which is the host-only server half's.
     if name == "sub_options":
         return v5().sub_options
+    if name == "decode":  # any packet, the server's half too: host tools' (cli_codec.py; a board has none)
+        import tinymqtt.cli_codec  # (its install() sets this module's decode)
+        return globals()[name]
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
     if name in n[1:]:
         i = n.index(name)
