@@ -11,7 +11,7 @@ from tests.support.fakebroker import FakeBroker
 from tinymqtt.aio import AsyncClient
 from tinymqtt.client import Client
 from tinymqtt.errors import ConnectionLost
-from tinymqtt.packets import CONNECT
+from tinymqtt.packets import CONNECT, PUBLISH
 
 
 def cut_after_connect(fb):
@@ -79,3 +79,33 @@ async def test_own_disconnect_is_an_end_with_no_error(api, broker):
         c.connect()
         c.disconnect()
     assert heard == [None] and c.last_error is None and c.transport is None and not c.is_connected()
+
+
+def cut_after_publish(fb):
+    fb.handshake()
+    fb.expect(PUBLISH)
+    fb.close()  # no PUBACK: the flow cannot end on this link, and reconnect is off
+
+
+@pytest.mark.parametrize("api", ["blocking", "aio"])
+async def test_a_flow_awaited_when_the_link_dies_without_reconnect_ends(api):
+    # README: with reconnect=False the blocking client raises ConnectionLost once the link is gone; an awaited
+    # asyncio flow ends with None (no outcome: the session still holds the message, for a connect() of yours).
+    fb = FakeBroker(4)
+    cls = AsyncClient if api == "aio" else Client
+    c = cls("127.0.0.1", fb.port, version=4, client_id="ce-flow", port_impl=tinymqtt_port, reconnect=False)
+    fb.start(cut_after_publish)
+    try:
+        if api == "aio":
+            await c.connect()
+            assert await asyncio.wait_for(c.publish("ce/t", b"x", 1), 10) is None
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, c.connect)
+            pid = c.publish("ce/t", b"x", 1)
+            with pytest.raises(ConnectionLost):
+                await asyncio.get_running_loop().run_in_executor(None, c.wait_for, pid, 10)
+        assert c.transport is None and c.session.flights.count == 1  # kept for a new connection
+    finally:
+        if api == "aio":
+            await c.close()
+        fb.stop()

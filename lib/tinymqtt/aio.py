@@ -203,15 +203,17 @@ class AsyncClient(Driver):
         # pid -2: connect()'s wait, until CONNACK or the end of the link (connect() raises its error, as the
         # blocking client's does, also with reconnect: the reader task has not reconnected yet).
         while pid < 0:
-            if pid == -2 and (self.is_connected() or not self.transport):
-                return
+            if pid == -2 and (self.is_connected() or not self.transport) or not (self.transport or self.reconnect):
+                return  # (-1: no slot frees without a link, and reconnect is off: None, the message not queued)
             self._changed.clear()
             await self._changed.wait()
             if pid == -1:
                 return await self.publish(*arg)
         try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
             await arg
-            while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0:
+            # (a link gone with reconnect off ends the wait too: no outcome can come, the session keeps the flow)
+            while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0 \
+                    and (self.transport or self.reconnect):
                 self._changed.clear()  # (no await since the check: a completion cannot slip in between)
                 await self._changed.wait()
         except LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
