@@ -52,11 +52,7 @@ def rig():
 
     yield make
     for fb, c in made:
-        c.reconnect = False
-        if c.transport:
-            c.transport.close()
-            c.transport = None
-        fb.stop()
+        fb.stop(c)
 
 
 def events(c, kind):

@@ -316,11 +316,7 @@ def test_hostile_server(version, phase, raw, outcome, reason, opts):
         assert len(s.inbuf) == 4096 and s.inlen == 0
         assert s.unsolicited == (outcome == "ignored")
     finally:
-        c.reconnect = False
-        if c.transport:
-            c.transport.close()
-            c.transport = None
-        fb.stop()
+        fb.stop(c)
 
 
 def test_hostile_table_figures():

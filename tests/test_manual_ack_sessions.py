@@ -52,8 +52,4 @@ def test_a_held_message_from_a_lost_session_acknowledges_nothing_in_the_new_one(
         c.ack(new)
         fb.run(c)
     finally:
-        c.reconnect = False
-        if c.transport:
-            c.transport.close()
-            c.transport = None
-        fb.stop()
+        fb.stop(c)

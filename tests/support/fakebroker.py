@@ -86,8 +86,14 @@ class FakeBroker:
                 raise AssertionError("timed out waiting for %s" % ("the condition" if until else "the script"))
             client.loop(0.01)
 
-    def stop(self):
-        """Closes every socket and waits for the script thread (blocked reads wake up at the shutdown)."""
+    def stop(self, client=None):
+        """Closes every socket and waits for the script thread (blocked reads wake up at the shutdown). client: a
+        blocking client of this server, whose link is closed first without a reconnect."""
+        if client:
+            client.reconnect = False
+            if client.transport:
+                client.transport.close()
+                client.transport = None
         self._drop()
         try:
             self.lsock.shutdown(socket.SHUT_RDWR)
