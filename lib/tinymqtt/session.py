@@ -203,15 +203,13 @@ class Session:
             for t in todo:
                 o = self.subs.get(t)
                 if o:
-                    if topics and (o[1] or props or encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics + [(t, o[0])]),
-                                                           self.version) > self._most):  # (encode(None): sized only)
+                    if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None) > self._most):
                         break
                     topics.append((t, o[0]))
                     props = o[1]
                 k += 1
             if topics:
-                n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
-                if f.count == f.size or len(self.out) - self.outlen < n:
+                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
@@ -257,7 +255,7 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (its size only)
+        n = self._sub_len(topics, props)
         if n > self._most:  # (recorded, it would fail again on every reconnect)
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
         for f, o in topics:
@@ -293,6 +291,10 @@ class Session:
         pid = self.flights.pid[i]
         self._send(Packet(t, pid=pid, topics=topics, props=props), 0, 0)
         return pid
+
+    def _sub_len(self, topics, props):
+        # The size of a SUBSCRIBE of these filters (encode(None) only counts): one place, three callers.
+        return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
 
     # ------------------------------------------------------------ input
 
