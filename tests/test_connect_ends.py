@@ -90,15 +90,19 @@ def cut_after_publish(fb):
 @pytest.mark.parametrize("api", ["blocking", "aio"])
 async def test_a_flow_awaited_when_the_link_dies_without_reconnect_ends(api):
     # README: with reconnect=False the blocking client raises ConnectionLost once the link is gone; an awaited
-    # asyncio flow ends with None (no outcome: the session still holds the message, for a connect() of yours).
+    # asyncio flow ends with None (no outcome: the session still holds the message, for a connect() of yours), and
+    # an asyncio publish() waiting for a free slot raises ConnectionLost (its message was not queued).
     fb = FakeBroker(4)
     cls = AsyncClient if api == "aio" else Client
-    c = cls("127.0.0.1", fb.port, version=4, client_id="ce-flow", port_impl=tinymqtt_port, reconnect=False)
+    c = cls("127.0.0.1", fb.port, version=4, client_id="ce-flow", port_impl=tinymqtt_port, reconnect=False,
+            max_inflight=1)
     fb.start(cut_after_publish)
     try:
         if api == "aio":
             await c.connect()
             assert await asyncio.wait_for(c.publish("ce/t", b"x", 1), 10) is None
+            with pytest.raises(ConnectionLost):  # its one slot is taken and no link can free it: not queued
+                await asyncio.wait_for(c.publish("ce/t", b"y", 1), 10)
         else:
             await asyncio.get_running_loop().run_in_executor(None, c.connect)
             pid = c.publish("ce/t", b"x", 1)

@@ -203,8 +203,10 @@ class AsyncClient(Driver):
         # pid -2: connect()'s wait, until CONNACK or the end of the link (connect() raises its error, as the
         # blocking client's does, also with reconnect: the reader task has not reconnected yet).
         while pid < 0:
-            if pid == -2 and (self.is_connected() or not self.transport) or not (self.transport or self.reconnect):
-                return  # (-1: no slot frees without a link, and reconnect is off: None, the message not queued)
+            if pid == -2 and (self.is_connected() or not self.transport):
+                return
+            if not (self.transport or self.reconnect):  # -1: no slot frees without a link: the message is not queued
+                raise ConnectionLost(0x80, "not connected (reconnect=False): %s" % (self.last_error or "closed"))
             self._changed.clear()
             await self._changed.wait()
             if pid == -1:
