@@ -83,22 +83,29 @@ class Runner:
 
     def _start(self):
         self.p = subprocess.Popen(["node", RUNNER, self.wheel], cwd=NODE_DIR, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.buf = b""
         self.sel.register(self.p.stdout, selectors.EVENT_READ)
         return self._answer(120)
 
     def _answer(self, timeout):
-        """The next "U32 {...}" line from Node as a dict, or None (it died or took longer than timeout s)."""
+        """The next "U32 {...}" line from Node as a dict, or None (it died or took longer than timeout s). Reads
+        the pipe unbuffered: a buffered reader could hold the line while select() waits for more."""
         deadline = time.monotonic() + timeout
         while True:
+            line, nl, rest = self.buf.partition(b"\n")
+            if nl:
+                self.buf = rest
+                if line.startswith(b"U32 "):
+                    return json.loads(line[4:])
+                continue
             left = deadline - time.monotonic()
             if left <= 0 or not self.sel.select(left):
                 return None
-            line = self.p.stdout.readline()
-            if not line:
+            data = os.read(self.p.stdout.fileno(), 1 << 16)
+            if not data:
                 return None
-            if line.startswith("U32 "):
-                return json.loads(line[4:])
+            self.buf += data
 
     def _stop(self):
         if self.p:
@@ -114,8 +121,12 @@ class Runner:
             return None, "node with pyodide did not start"
         job = {"argv": ["micropython", "-X", "heapsize=%d" % heapsize, main], "cwd": cwd,
                "env": {"MICROPYPATH": ":".join([".frozen"] + path)}, "mounts": [self.root]}
-        self.p.stdin.write(json.dumps(job) + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write((json.dumps(job) + "\n").encode())
+            self.p.stdin.flush()
+        except OSError:  # it died after its last answer
+            self._stop()
+            return None, "node with pyodide exited"
         r = self._answer(self.timeout)
         if r is None or r.get("dead"):
             self._stop()
