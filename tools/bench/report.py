@@ -642,4 +642,9 @@ def notes(res):
               "into the firmware (`manifest.py`) does the same." % (
                   kb(h.get("heap.import.client", 0)), kb(h.get("heap.import.client+aio", 0)),
                   kb(h.get("heap.client.esp32", 0))), ""]
+        rom = [(r["client"], r["profile"], r["u32_romfs"]["connected"])
+               for r in (res.get("footprint") or {}).get("rows", []) if r.get("u32_romfs")]
+        if rom:  # the figure that says whether a 32-bit board with ROMFS meets issue 12's heap targets
+            L += ["On 32-bit MicroPython (the unix port's wasm32 build) a connected client running from ROMFS "
+                      "keeps %s of heap." % ", ".join("%s (%s) %s" % (c, p, kb(n)) for c, p, n in rom), ""]
     return L
