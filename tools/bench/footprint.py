@@ -245,6 +245,8 @@ def measure(quick=False, log=print):
                 if u32:
                     t = time.monotonic()
                     row.update(measure_u32(d32, u32))
+                    if not row["u32"] or not row["u32_romfs"]:
+                        log("footprint: a 32-bit unix port run failed (%s): its figures are left out" % u32.error)
                     u32_s += time.monotonic() - t
                 log("footprint: %s (%s): %r" % (label, profile, row))
                 res["rows"].append(row)

@@ -73,12 +73,16 @@ def bootstrap(log=print, fetch=True):
     return whl
 
 
+START_FAILED = "node with pyodide did not start"
+
+
 class Runner:
     """Runs `micropython -X heapsize=N MAIN` on the 32-bit unix port on files under `root` (a host folder, seen at
     the same path inside), one Node process for many runs (started again after a run that killed it)."""
 
     def __init__(self, wheel, root, timeout=60):
         self.wheel, self.root, self.timeout, self.p = wheel, os.path.abspath(root), timeout, None
+        self.error = None  # why the last run failed; "node with pyodide did not start" is final
         self.sel = selectors.DefaultSelector()
 
     def _start(self):
@@ -116,9 +120,13 @@ class Runner:
 
     def run(self, cwd, heapsize, main, path):
         """(exit status, output) of one run, or (None, why)."""
+        if self.error == START_FAILED:
+            return None, self.error
+        self.error = None
         if self.p is None and not self._start():
             self._stop()
-            return None, "node with pyodide did not start"
+            self.error = START_FAILED
+            return None, self.error
         job = {"argv": ["micropython", "-X", "heapsize=%d" % heapsize, main], "cwd": cwd,
                "env": {"MICROPYPATH": ":".join([".frozen"] + path)}, "mounts": [self.root]}
         try:
@@ -130,7 +138,10 @@ class Runner:
         r = self._answer(self.timeout)
         if r is None or r.get("dead"):
             self._stop()
-            return None, (r or {}).get("error") or "no answer within %d s" % self.timeout
+            self.error = (r or {}).get("error") or "no answer within %d s" % self.timeout
+            return None, self.error
+        if r["rc"]:
+            self.error = "exit status %s: %s" % (r["rc"], r["out"][-300:])
         return r["rc"], r["out"]
 
     def close(self):
