@@ -197,8 +197,9 @@ def targets(res):
             limit = heap.get((r["client"], r["profile"]))
             got = (r["wasm"] or {}).get("connected")
             if limit:
-                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit" % (r["client"], r["profile"], limit),
-                            kb(got) if got else "not measured", verdict(got is not None and got <= limit * 1024)))
+                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from .mpy (WebAssembly build)" % (
+                    r["client"], r["profile"], limit), kb(got) if got else "not measured",
+                    verdict(got is not None and got <= limit * 1024)))
             rom = (r.get("u32_romfs") or {}).get("connected")
             if limit and rom:  # the same from ROMFS, on the 32-bit unix port (boards whose firmware has ROMFS)
                 out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from ROMFS (unix port, wasm32)" % (
