@@ -55,13 +55,20 @@ def tree(dest, profile, app, version, host="127.0.0.1", port=1883, extra=()):
 def tree32(dest, app, version, opts):
     """A copy of the tree for the 32-bit builds, which have no sockets: its tinymqtt_port is fp/scripted_port.py
     (a server scripted inside the interpreter, imported before the baseline, as a board's port: its .mpy is
-    listed apart, port_mpy()), and fp32.py is SCRIPT32 for the 32-bit unix port."""
+    listed apart, port_mpy()), and fp32.py is SCRIPT32 for the 32-bit unix port (for umqtt.simple: its own app,
+    fp_umqtt.py, with fp/scripted_socket.py as its usocket)."""
     d32 = dest + "-u32"
     shutil.copytree(dest, d32)
     with open(os.path.join(d32, "lib", "tinymqtt_port.mpy"), "wb") as f:
         f.write(deploy.compile_mpy(os.path.join(FP, "scripted_port.py"), "tinymqtt_port.py", [], os.path.dirname(d32)))
+    if app == "fp_umqtt.py":  # umqtt.simple opens sockets itself: its usocket is the scripted server too
+        with open(os.path.join(d32, "lib", "scripted_socket.mpy"), "wb") as f:
+            f.write(deploy.compile_mpy(os.path.join(FP, "scripted_socket.py"), "scripted_socket.py", [],
+                                       os.path.dirname(d32)))
     with open(os.path.join(d32, "fp32.py"), "w") as f:
-        f.write(script32(app, version, opts, wasm=False))
+        f.write("import sys, scripted_socket  # before the app's baseline\n"
+                "sys.modules[\"usocket\"] = scripted_socket\nimport fp_umqtt\n"
+                if app == "fp_umqtt.py" else script32(app, version, opts, wasm=False))
     return d32
 
 
@@ -250,7 +257,7 @@ def measure(quick=False, log=print):
                     u32_s += time.monotonic() - t
                 log("footprint: %s (%s): %r" % (label, profile, row))
                 res["rows"].append(row)
-            for row in peer_rows(tmp, broker, quick, log):
+            for row in peer_rows(tmp, broker, quick, log, u32):
                 log("footprint: %s: %r" % (row["client"], row))
                 res["rows"].append(row)
     finally:
@@ -294,7 +301,7 @@ PEERS = (("umqtt.simple", lambda log, fetch: mp_unix.umqtt(log, fetch), "umqtt/s
 NO_MQTT_AS = "mqtt_as (Peter Hinch's) is shipped by no package on PyPI or npm: it has no row."
 
 
-def peer_rows(tmp, broker, quick, log=print):
+def peer_rows(tmp, broker, quick, log=print, u32=None):
     """The peers' rows, measured as tinymqtt's: .mpy for the esp32, heap after import and connected on the
     unix port (portable .mpy in lib/, the broker on loopback), smallest heap (not in a quick run). A peer that
     cannot be had is left out with a line saying so."""
@@ -312,6 +319,8 @@ def peer_rows(tmp, broker, quick, log=print):
                "mpy": len(deploy.compile_mpy(src, member, boards_mod.get("esp32").mpy_cross, tmp)),
                "unix": run_unix(dest, 512 * 1024), "wasm": None}
         row["smallest"] = smallest_heap(dest) if row["unix"] and not quick else None
+        if u32 and app == "fp_umqtt.py":
+            row.update(measure_u32(tree32(dest, app, 4, None), u32))
         if not row["unix"]:
             log("footprint: %s did not run on the unix port: its heap figures are left out" % row["client"])
         rows.append(row)
@@ -375,11 +384,13 @@ def table(res):
                   "WebAssembly build's figures (asyncio imported before the baseline too). It has no sockets, so "
                   "its link is scripted inside the interpreter (tools/bench/fp/scripted_port.py, the tree's port, "
                   "imported before the baseline): it answers CONNACK, SUBACK and PUBACK and echoes the PUBLISH, "
-                  "which the client receives after the last collection. From ROMFS: the library's .mpy in a ROMFS "
-                  "image (`mpremote romfs build`, what `deploy --romfs` writes) mounted by VfsRom, the image read "
-                  "onto the heap before the baseline, so only objects count. Each figure is the least of %d runs "
-                  "(the most minus the least: at most %d B). %s" % (
-                      res.get("u32", "the 32-bit unix port"), U32_RUNS, max(spreads), U32_NO_SMALLEST)]
+                  "which the client receives after the last collection. umqtt.simple gets that link as its "
+                  "usocket (fp/scripted_socket.py) and runs its own app; micropython-mqtt opens asyncio streams "
+                  "and has no 32-bit row. From ROMFS: the library's .mpy in a ROMFS image (`mpremote romfs "
+                  "build`, what `deploy --romfs` writes) mounted by VfsRom, the image read onto the heap before the "
+                  "baseline, so only objects count. Each figure is the least of %d runs (the most minus the least: "
+                  "at most %d B). %s" % (res.get("u32", "the 32-bit unix port"), U32_RUNS, max(spreads),
+                                         U32_NO_SMALLEST)]
     return "\n".join(lines)
 
 

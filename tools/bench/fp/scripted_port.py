@@ -55,21 +55,27 @@ def _answer(buf, i, end):
         _ack(0x62, buf[p], buf[p + 1])
 
 
+def _end(buf, i, n):
+    """Where the packet that starts at buf[i] ends, or -1 when buf[:n] does not hold all of it yet."""
+    k, s, p = 0, 0, i + 1
+    while p < n:
+        k |= (buf[p] & 0x7F) << s
+        s += 7
+        p += 1
+        if not buf[p - 1] & 0x80:
+            return p + k if p + k <= n else -1
+    return -1
+
+
 class Link:
-    """The blocking transport: what the client writes is answered at once."""
+    """The blocking transport: what the client writes (whole packets) is answered at once."""
 
     def write(self, buf, n):
         i = 0
         while i < n:
-            k, s, p = 0, 0, i + 1
-            while True:
-                k |= (buf[p] & 0x7F) << s
-                s += 7
-                p += 1
-                if not buf[p - 1] & 0x80:
-                    break
-            _answer(buf, i, p + k)
-            i = p + k
+            e = _end(buf, i, n)
+            _answer(buf, i, e)
+            i = e
 
     def readinto(self, buf, off, timeout_ms=0):
         global _n
@@ -99,6 +105,40 @@ class Stream(Link):
 
     async def drain(self):
         pass
+
+
+class Socket(Link):
+    """A socket-shaped link for umqtt.simple (fp/scripted_socket.py), which writes a packet in pieces and reads exact
+    counts: each whole packet is answered; read(n) returns up to n bytes, None when there are none."""
+
+    def __init__(self, *args):
+        self._in = bytearray()
+
+    def connect(self, addr):
+        pass
+
+    def setblocking(self, flag):
+        pass
+
+    def write(self, buf, n=None):
+        n = len(buf) if n is None else n
+        self._in.extend(memoryview(buf)[:n])
+        i, b = 0, self._in
+        while i < len(b):
+            e = _end(b, i, len(b))
+            if e < 0:
+                break
+            _answer(b, i, e)
+            i = e
+        self._in = b[i:]
+        return n
+
+    def read(self, n):
+        if not _n:
+            return None
+        buf = bytearray(min(n, _n))
+        Link.readinto(self, buf, 0)
+        return bytes(buf)
 
 
 def open(host, port, tls=None):
