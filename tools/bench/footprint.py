@@ -128,16 +128,16 @@ def run_unix_romfs(dest, heapsize=512 * 1024, u32=None, rom=None):
     return rom and run_unix(rom, heapsize, main="boot_romfs.py", path=[rom], u32=u32)  # only the image's lib/
 
 
-def smallest_heap(dest, hi=512 * 1024, step=1024, u32=None):
+def smallest_heap(dest, hi=512 * 1024, step=1024):
     """The smallest -X heapsize (to `step` bytes) with which the app runs to the end; None if hi fails.
     Near the edge success is uneven (fragmentation: the asyncio row ran with 82,120 and 83,144 B but not with
     82,632), so the bisection lands within ~1.5 KB of it: differences smaller than that are noise."""
-    if run_unix(dest, hi, u32=u32) is None:
+    if run_unix(dest, hi) is None:
         return None
     lo = 0  # a heap of lo bytes fails (or is untried), hi works
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step or step
-        if run_unix(dest, mid, u32=u32) is not None:
+        if run_unix(dest, mid) is not None:
             hi = mid
         else:
             lo = mid
