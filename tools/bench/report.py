@@ -647,5 +647,6 @@ def notes(res):
                for r in (res.get("footprint") or {}).get("rows", []) if r.get("u32_romfs")]
         if rom:  # the figure that says whether a 32-bit board with ROMFS meets issue 12's heap targets
             L += ["On 32-bit MicroPython (the unix port's wasm32 build) a connected client running from ROMFS "
-                      "keeps %s of heap." % ", ".join("%s (%s) %s" % (c, p, kb(n)) for c, p, n in rom), ""]
+                      "keeps %s of heap." % ", ".join("%s%s %s" % (c, "" if p == "-" else " (%s)" % p, kb(n))
+                                                for c, p, n in rom), ""]
     return L
