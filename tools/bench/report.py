@@ -201,9 +201,11 @@ def targets(res):
                     r["client"], r["profile"], limit), kb(got) if got else "not measured",
                     verdict(got is not None and got <= limit * 1024)))
             rom = (r.get("u32_romfs") or {}).get("connected")
-            if limit and rom:  # the same from ROMFS, on the 32-bit unix port (boards whose firmware has ROMFS)
+            if limit:  # the same from ROMFS, on the 32-bit unix port (boards whose firmware has ROMFS); a run
+                # that failed or could not start is "not measured", never a line that goes missing
                 out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from ROMFS (unix port, wasm32)" % (
-                    r["client"], r["profile"], limit), kb(rom), verdict(rom <= limit * 1024)))
+                    r["client"], r["profile"], limit), kb(rom) if rom else "not measured",
+                    verdict(rom is not None and rom <= limit * 1024)))
     mp = res.get("mp_mem")
     if mp:
         pub = max(v for key, v in mp.items() if key.startswith("alloc.pub."))
