@@ -105,6 +105,25 @@ def test_the_lazy_bundle_imports_from_the_package_once_and_routes_through_its_ge
     assert "name == 'y'" in bundle(list(LAZY_OUTER.items()), INIT, lazy=["x", "y"])
 
 
+def test_a_lazy_bundle_asks_each_members_getattr_in_turn():
+    lazy = dict(LAZY, x=LAZY["x"] + "def __getattr__(name):\n    if name == 'W':\n        return 8\n"
+                                     "    raise AttributeError(name)\n")
+    text = lazy_bundle(list(lazy.items()), list(LAZY_OUTER))
+    saved = {k: v for k, v in sys.modules.items() if k == "tinymqtt" or k.startswith("tinymqtt.")}
+    pkg, mod = type(sys)("tinymqtt"), type(sys)("tinymqtt.x")
+    pkg.X, pkg.f, pkg.const = 1, lambda: 2, int
+    sys.modules.update({"tinymqtt": pkg, "tinymqtt.x": mod})
+    try:
+        exec(compile(text, "tinymqtt/x.py", "exec"), mod.__dict__)
+        assert (mod.W, mod.Z, mod.h()) == (8, 9, 6) and sys.modules["tinymqtt.y"] is mod
+        with pytest.raises(AttributeError):
+            mod.nothing
+    finally:
+        for k in [k for k in sys.modules if k == "tinymqtt" or k.startswith("tinymqtt.")]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+
+
 @pytest.mark.parametrize("use", sorted(LAZY_USE))
 @pytest.mark.parametrize("kind", ["unix", "cpython"])
 def test_a_lazy_bundle_loads_on_first_use_in_every_import_form(tmp_path, kind, use):

@@ -274,4 +274,3 @@ def _aliases(names):
             "for _m in %r:  # `from tinymqtt.M import X`, `import tinymqtt.M as m`, `tinymqtt.M.X` find the bundle\n"
             "    sys.modules[%r + _m] = globals()[_m] = sys.modules[__name__]\n"
             "del _m\n" % (tuple(names), PACKAGE + "."))
-
