@@ -157,7 +157,13 @@ def lazy_bundle(modules, outer):
     head = "# Written by tools/deploy: in one namespace, %s (edit those); loaded on first use of any.\nimport sys\n" % (
         ", ".join(names))
     if hoisted:
-        head += "from %s import (%s)\n" % (PACKAGE, ", ".join(n if n == b else "%s as %s" % (n, b) for n, b in hoisted))
+        lines = [""]
+        for n, b in hoisted:
+            item = n if n == b else "%s as %s" % (n, b)
+            if len(lines[-1]) + len(item) > 96:
+                lines.append("")
+            lines[-1] += item + ", "
+        head += "from %s import (%s)\n" % (PACKAGE, "\n    ".join(l.rstrip() for l in lines)[:-1])
     others = ["sys.modules[%r]" % (PACKAGE + "." + n) for n in names if n != first]
     parts = [head + " = ".join(others + ["sys.modules[__name__]"]) + "  # (and %s.%s: this file)\n" % (
         PACKAGE, first)] + texts
