@@ -18,8 +18,6 @@ _STR = const(6)
 _BIN = const(7)
 _PAIR = const(8)
 
-# Where a property may appear: one bit per packet type; bit 0 (type 0 is reserved) stands for the Will (P.WILL).
-
 # The reason codes each v5 packet may carry (spec 2.4), by packet type; anything else is a Protocol Error.
 REASONS = {
     2: b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f",  # CONNACK
@@ -31,46 +29,48 @@ REASONS = {
         b"\x9d\x9e\x9f\xa0\xa1\xa2",  # DISCONNECT
     15: b"\x00\x18\x19",  # AUTH
 }
-_CONNECT = const(2 << 4)
-_CONNACK = const(4 << 4)
-_PUBLISH = const(8 << 4)
-_SUBSCRIBE = const(256 << 4)
-_DISCONNECT = const(16384 << 4)
-_AUTH = const(32768 << 4)
-_W = const(1 << 4)
+# Where a property may appear (_IN_packet): one bit per packet type; bit 0 (type 0 is reserved) stands for the Will
+# (P.WILL). (Named apart from session5's packet types: deploy may bundle both into one namespace.)
+_IN_CONNECT = const(2 << 4)
+_IN_CONNACK = const(4 << 4)
+_IN_PUBLISH = const(8 << 4)
+_IN_SUBSCRIBE = const(256 << 4)
+_IN_DISCONNECT = const(16384 << 4)
+_IN_AUTH = const(32768 << 4)
+_IN_WILL = const(1 << 4)
 # PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH
-_ACKS = const((0xF0 | 1 << 9 | 1 << 11 | 16384 | 32768) << 4)
+_IN_ACKS = const((0xF0 | 1 << 9 | 1 << 11 | 16384 | 32768) << 4)
 
 # Each property's value type (the low 4 bits) and the packet types it may appear in (one bit each, from bit 4):
 # small ints, so the table holds no object per property.
 TABLE = {
-    0x01: _BOOL | _PUBLISH | _W,
-    0x02: _U32 | _PUBLISH | _W,
-    0x03: _STR | _PUBLISH | _W,
-    0x08: _STR | _PUBLISH | _W,
-    0x09: _BIN | _PUBLISH | _W,
-    0x0B: _VBI | _PUBLISH | _SUBSCRIBE,
-    0x11: _U32 | _CONNECT | _CONNACK | _DISCONNECT,
-    0x12: _STR | _CONNACK,
-    0x13: _U16 | _CONNACK,
-    0x15: _STR | _CONNECT | _CONNACK | _AUTH,
-    0x16: _BIN | _CONNECT | _CONNACK | _AUTH,
-    0x17: _BOOL | _CONNECT,
-    0x18: _U32 | _W,
-    0x19: _BOOL | _CONNECT,
-    0x1A: _STR | _CONNACK,
-    0x1C: _STR | _CONNACK | _DISCONNECT,
-    0x1F: _STR | _CONNACK | _ACKS,
-    0x21: _U16 | _CONNECT | _CONNACK,
-    0x22: _U16 | _CONNECT | _CONNACK,
-    0x23: _U16 | _PUBLISH,
-    0x24: _BOOL | _CONNACK,
-    0x25: _BOOL | _CONNACK,
+    0x01: _BOOL | _IN_PUBLISH | _IN_WILL,
+    0x02: _U32 | _IN_PUBLISH | _IN_WILL,
+    0x03: _STR | _IN_PUBLISH | _IN_WILL,
+    0x08: _STR | _IN_PUBLISH | _IN_WILL,
+    0x09: _BIN | _IN_PUBLISH | _IN_WILL,
+    0x0B: _VBI | _IN_PUBLISH | _IN_SUBSCRIBE,
+    0x11: _U32 | _IN_CONNECT | _IN_CONNACK | _IN_DISCONNECT,
+    0x12: _STR | _IN_CONNACK,
+    0x13: _U16 | _IN_CONNACK,
+    0x15: _STR | _IN_CONNECT | _IN_CONNACK | _IN_AUTH,
+    0x16: _BIN | _IN_CONNECT | _IN_CONNACK | _IN_AUTH,
+    0x17: _BOOL | _IN_CONNECT,
+    0x18: _U32 | _IN_WILL,
+    0x19: _BOOL | _IN_CONNECT,
+    0x1A: _STR | _IN_CONNACK,
+    0x1C: _STR | _IN_CONNACK | _IN_DISCONNECT,
+    0x1F: _STR | _IN_CONNACK | _IN_ACKS,
+    0x21: _U16 | _IN_CONNECT | _IN_CONNACK,
+    0x22: _U16 | _IN_CONNECT | _IN_CONNACK,
+    0x23: _U16 | _IN_PUBLISH,
+    0x24: _BOOL | _IN_CONNACK,
+    0x25: _BOOL | _IN_CONNACK,
     0x26: _PAIR | 0xFFFF << 4,
-    0x27: _U32 | _CONNECT | _CONNACK,
-    0x28: _BOOL | _CONNACK,
-    0x29: _BOOL | _CONNACK,
-    0x2A: _BOOL | _CONNACK,
+    0x27: _U32 | _IN_CONNECT | _IN_CONNACK,
+    0x28: _BOOL | _IN_CONNACK,
+    0x29: _BOOL | _IN_CONNACK,
+    0x2A: _BOOL | _IN_CONNACK,
 }
 
 _MAX_VBI = const(268435455)

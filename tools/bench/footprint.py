@@ -328,12 +328,13 @@ def peer_rows(tmp, broker, quick, log=print, u32=None):
 
 
 def _loaded(profile, app):
-    """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py) an app of this kind imports
-    (the other client's module is not loaded, unless it is in the bundle)."""
+    """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py, a lazy bundle its first
+    module's file) an app of this kind imports (the other client's module is not loaded, unless it is in the bundle;
+    the rows' apps on full speak MQTT 5, so they load MQTT 5's modules)."""
     p = boards_mod.profiles()[profile]
     skip = "tinymqtt/client.py" if "aio" in app else "tinymqtt/aio.py"
     return [m for m in p.lib if m != skip and m != "tinymqtt/reasons.py"  # reasons: only when an error is shown
-            and m not in p.bundle]
+            and m not in p.bundle + p.lazy_bundle[1:]]
 
 
 def kb(n):

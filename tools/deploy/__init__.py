@@ -1,8 +1,9 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
-# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py;
-# main.py and config.py stay source) and puts it on a device with mpremote, copying
-# only what changed, or into a folder (--target). WiFi credentials come from the environment or a git-ignored
-# secrets.toml and are never printed: every value whose name says it is a secret is masked in any output.
+# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py, its
+# `lazy_bundle` into the file of that one's first module; main.py and config.py stay source) and puts it on a device
+# with mpremote, copying only what changed, or into a folder (--target). WiFi credentials come from the environment
+# or a git-ignored secrets.toml and are never printed: every value whose name says it is a secret is masked in any
+# output.
 #
 #   python -m tools.deploy --board esp32 --device /dev/ttyUSB0 --app examples/telemetry.py --broker 10.0.0.2
 #   python -m tools.deploy --board sim --app examples/command.py --target out/sim --set COUNT=3
@@ -139,27 +140,33 @@ def library_mpy(board, path, name, tmp):
 def library_files(board, tmp, source=False):
     """[(dest, data, what it was made from)] of the board's library: each lib module compiled (.mpy) or copied
     (source: .py), except the bundled ones (board.bundle), which tools/deploy/bundle.py joins into
-    tinymqtt/__init__ after each got its own transform (short errors: its own line numbers)."""
-    from tools.deploy.bundle import BundleError, bundle
+    tinymqtt/__init__ after each got its own transform (short errors: its own line numbers), and the lazy bundle's
+    (board.lazy_bundle), joined the same way into the file of its first module."""
+    from tools.deploy.bundle import BundleError, bundle, lazy_bundle
 
     def text(m):
         if source:  # (a source tree is the sources, as CPython and the sim board read them)
             with open(os.path.join(REPO, "lib", m), encoding="utf-8") as f:
                 return f.read()
         return library_text(board, os.path.join(REPO, "lib", m), m)
+    name = [b[9:-3] for b in board.bundle]
+    lazy = [b[9:-3] for b in board.lazy_bundle]
     out = []
     for m in board.lib:
-        if m in board.bundle:
+        if m in board.bundle or (m in board.lazy_bundle and m != board.lazy_bundle[0]):
             continue
         made = "lib/" + m
-        if m == "tinymqtt/__init__.py" and board.bundle:
-            try:
-                t = bundle([(b[9:-3], text(b)) for b in board.bundle], text(m))
-            except BundleError as e:
-                raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
-            made = "bundle: " + " ".join(b[9:-3] for b in board.bundle)
-        else:
-            t = text(m)
+        try:
+            if m == "tinymqtt/__init__.py" and board.bundle:
+                t = bundle([(b, text("tinymqtt/%s.py" % b)) for b in name], text(m), lazy)
+                made = "bundle: " + " ".join(name)
+            elif lazy and m == board.lazy_bundle[0]:
+                t = lazy_bundle([(b, text("tinymqtt/%s.py" % b)) for b in lazy], name)
+                made = "lazy bundle: " + " ".join(lazy)
+            else:
+                t = text(m)
+        except BundleError as e:
+            raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
         if source:
             out.append(("lib/" + m, t.encode(), made))
         else:

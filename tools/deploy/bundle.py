@@ -1,8 +1,10 @@
 # Bundling (boards.toml `bundle`): the eager core of a profile as ONE module, the package's tinymqtt/__init__,
-# so a board loads one .mpy (one qstr table, one module object) instead of seven or eight. A build step like
-# freezing: the sources stay the same files, deploy concatenates its own (per-module transformed) copies.
-#   bundle([(name, text), ...], init_text) -> the text of tinymqtt/__init__.py; BundleError when two modules
-#   would give one module-level name two different meanings.
+# so a board loads one .mpy (one qstr table, one module object) instead of seven or eight; and (`lazy_bundle`)
+# modules only some applications load (MQTT 5's) as one more, loaded on first use of any of them. A build step
+# like freezing: the sources stay the same files, deploy concatenates its own (per-module transformed) copies.
+#   bundle([(name, text), ...], init_text, lazy=[names]) -> the text of tinymqtt/__init__.py
+#   lazy_bundle([(name, text), ...], outer=[bundle's names]) -> the text of the first module's file
+#   BundleError when two modules would give one module-level name two different meanings.
 import ast
 
 PACKAGE = "tinymqtt"
@@ -110,31 +112,79 @@ def _origin(stmt, module, name):
     return ("def", module, name)
 
 
-def bundle(modules, init_text):
+def bundle(modules, init_text, lazy=()):
     """tinymqtt/__init__'s text: init_text (its __version__), then sys.modules["tinymqtt.M"] and the package
     attribute M for every bundled M (MicroPython's import finds the first but does not set the second), then
     each module's text in dependency order without its imports of other bundled modules (an `as` import becomes
     an assignment), each `NAME = const(N)` once. BundleError when two modules bind one name to different
-    objects (a definition, a different const, or an import of something else)."""
+    objects (a definition, a different const, or an import of something else). lazy: the modules of the lazy
+    bundle (lazy_bundle()), the one whose file it is first: the package's __getattr__ loads that file for each."""
     modules = order(modules)
     names = [n for n, _ in modules]
-    where, origins, consts = {}, {}, {}  # name -> defining module; name -> origin key; const name -> value dump
-    getattrs = []  # the bundled modules' __getattr__, renamed
+    # name -> the module that defines it, and its origin key: first what _aliases binds (the package's names, sys)
+    where = dict.fromkeys(names + ["sys"], "__init__")
+    origins = dict({n: ("package",) for n in names}, sys=("import", "sys"))
+    for stmt in ast.parse(init_text).body:
+        for n in _bound(stmt):
+            where[n], origins[n] = "__init__", _origin(stmt, "__init__", n)
     code = "".join(l for l in init_text.splitlines(True) if not l.startswith("#"))  # (its words: "loads nothing")
     parts = ["# Written by tools/deploy: lib/tinymqtt/__init__.py and, in one namespace, %s (edit those).\n"
              % ", ".join(names) + code.strip("\n") + "\n", _aliases(names)]
-    where.update(dict.fromkeys(names + ["sys"], "__init__"))  # what _aliases binds: the package, sys
-    origins.update({n: ("package",) for n in names}, sys=("import", "sys"))
-    for mod, text in [("__init__", init_text)] + modules:
+    texts, getattrs, _ = _join(modules, where, origins, (), True)
+    parts += texts
+    if getattrs or lazy:
+        route = '"tinymqtt." + name'
+        if len(lazy) > 1:  # (comparisons: a tuple to look the name up in would cost the package's code a constant)
+            route = '"tinymqtt." + (%r if %s else name)' % (lazy[0], " or ".join("name == %r" % m for m in lazy[1:]))
+        parts.append(_GETATTR % ("".join(_TRY % g for g in getattrs), route))
+    return "\n".join(parts)
+
+
+def lazy_bundle(modules, outer):
+    """The text of a lazy bundle (boards.toml lazy_bundle): the modules (name, text) in one namespace as bundle()
+    joins them, written as the first one's file, which names itself sys.modules["tinymqtt.M"] for each M when it
+    loads: on first use of any (`from tinymqtt import M`: the package's __getattr__, bundle(lazy=...), which then
+    answers from sys.modules; `import tinymqtt.M` of the first). outer: the modules of the package's bundle; the
+    members' module-level imports from them become one `from tinymqtt import ...` (the package is their one
+    namespace). A module's __getattr__ stays the module's (renamed and asked in turn when more than one has one)."""
+    first = modules[0][0]
+    modules = order(modules)
+    names = [n for n, _ in modules]
+    many = sum(isinstance(s, ast.FunctionDef) and s.name == "__getattr__"
+               for _, t in modules for s in ast.parse(t).body) > 1
+    where, origins = {"sys": "the lazy bundle's header"}, {"sys": ("import", "sys")}  # (what the header binds)
+    texts, getattrs, hoisted = _join(modules, where, origins, outer, many)
+    head = "# Written by tools/deploy: in one namespace, %s (edit those); loaded on first use of any.\nimport sys\n" % (
+        ", ".join(names))
+    if hoisted:
+        lines = [""]
+        for n, b in hoisted:
+            item = n if n == b else "%s as %s" % (n, b)
+            if len(lines[-1]) + len(item) > 96:
+                lines.append("")
+            lines[-1] += item + ", "
+        head += "from %s import (%s)\n" % (PACKAGE, "\n    ".join(l.rstrip() for l in lines)[:-1])
+    others = ["sys.modules[%r]" % (PACKAGE + "." + n) for n in names if n != first]
+    parts = [head + " = ".join(others + ["sys.modules[__name__]"]) + "  # (and %s.%s: this file)\n" % (
+        PACKAGE, first)] + texts
+    if getattrs:
+        parts.append(_LAZY_GETATTR % "".join(_TRY % g for g in getattrs))
+    return "\n".join(parts)
+
+
+def _join(modules, where, origins, outer, rename):
+    """([each module's text as bundled], [its renamed __getattr__s], [(name, asname) the modules import from
+    outer's]) for modules in dependency order: bundle()'s join. where, origins: the names bound before them (by the
+    header); outer: lazy_bundle()'s (their imports from these modules are dropped: the caller imports the names);
+    rename: each module's __getattr__ becomes _getattr_M (the caller's __getattr__ asks them)."""
+    names = [n for n, _ in modules]
+    consts, getattrs, parts, hoisted = {}, [], [], []  # const name -> (module, value dump)
+    for mod, text in modules:
         lines = text.splitlines(True)
         tree = ast.parse(text)
         keep = [True] * len(lines)
         extra = {}  # line index -> assignment that replaces a dropped `from ... import X as Y`
         for stmt in tree.body:
-            if mod == "__init__":
-                for n in _bound(stmt):
-                    where[n], origins[n] = mod, _origin(stmt, mod, n)
-                continue
             span = range(stmt.lineno - 1, stmt.end_lineno)
             src = _bundled_import(stmt, names)
             if src is not None:
@@ -149,7 +199,15 @@ def bundle(modules, init_text):
                 for i in span:
                     keep[i] = False
                 continue
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
+            if _bundled_import(stmt, outer) is not None:
+                for a in stmt.names:
+                    _bind(a.asname or a.name, mod, ("import", PACKAGE, a.name), where, origins)
+                    if (a.name, a.asname or a.name) not in hoisted:
+                        hoisted.append((a.name, a.asname or a.name))
+                for i in span:
+                    keep[i] = False
+                continue
+            if rename and isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
                 # a module's __getattr__ would answer for the package: renamed, and called by the package's own
                 renamed = "_getattr_" + mod
                 i = stmt.lineno - 1
@@ -183,27 +241,29 @@ def bundle(modules, init_text):
             if i in extra:
                 body += extra[i]
             body.append(line if keep[i] else "\n" if line.strip() else line)
-        if mod != "__init__":
-            parts.append("# ---- tinymqtt/%s.py\n" % mod + "".join(body).strip("\n") + "\n")
-    if getattrs:
-        parts.append(_GETATTR % "".join(_TRY % g for g in getattrs))
-    return "\n".join(parts)
+        parts.append("# ---- tinymqtt/%s.py\n" % mod + "".join(body).strip("\n") + "\n")
+    return parts, getattrs, hoisted
 
 
-# The package's __getattr__ when a bundled module has one (packets: its names made on use): that module's
-# answer, else the submodule of that name. MicroPython's `from tinymqtt import props` asks a package's
-# __getattr__ before it imports the submodule, and whatever that raises ends the import: so a name that is
-# neither raises ImportError (what `from tinymqtt import M` must raise when M is not on the board), not
-# AttributeError (hasattr(tinymqtt, "nothing") raises it too: nothing in the library asks).
+# The package's __getattr__ when a bundled module has one (packets: its names made on use), or a lazy bundle
+# exists: that module's answer, else the submodule of that name (a lazy bundle's member: the lazy bundle's file).
+# MicroPython's `from tinymqtt import props` asks a package's __getattr__ before it imports the submodule, and
+# whatever that raises ends the import: so a name that is neither raises ImportError (what `from tinymqtt import M`
+# must raise when M is not on the board), not AttributeError (hasattr(tinymqtt, "nothing") raises it too: nothing
+# in the library asks).
 _GETATTR = """
 def __getattr__(name):
-%s    __import__("tinymqtt." + name)
+%s    __import__(%s)
     return sys.modules["tinymqtt." + name]
 """
 _TRY = """    try:
         return %s(name)
     except AttributeError:
         pass
+"""
+_LAZY_GETATTR = """
+def __getattr__(name):
+%s    raise AttributeError(name)
 """
 
 
