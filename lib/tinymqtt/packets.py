@@ -234,19 +234,6 @@ def read_publish(mv, pos, end, m, version):
     return m
 
 
-def put_ack(buf, off, t, pid, reason):
-    """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
-    and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
-    buf[off] = t << 4 | (t == _PUBREL) << 1
-    buf[off + 1] = 3 if reason else 2
-    buf[off + 2] = pid >> 8
-    buf[off + 3] = pid & 0xFF
-    if reason:
-        buf[off + 4] = reason
-        return off + 5
-    return off + 4
-
-
 # ---------------------------------------------------------------- encoding
 
 def _header(buf, off, first, n):

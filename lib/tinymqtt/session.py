@@ -15,7 +15,7 @@
 # Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
 # app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, put_ack, NAMES, const
+from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
@@ -508,10 +508,20 @@ class Session:
     # ------------------------------------------------------------ output
 
     def _send(self, p, pid, reason):
-        # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
-        # (No defaults: their tuple would cost board heap.)
+        # p: a Packet (pid 0), or with pid the type of an ack (PUBACK, PUBREC, PUBREL, PUBCOMP), written here in
+        # place with MQTT 5's reason code when one is given: no allocation (the caller made room). (No defaults:
+        # their tuple would cost board heap.)
+        b, i = self.out, self.outlen
         if pid:
-            self.outlen = put_ack(self.out, self.outlen, p, pid, reason)
+            b[i] = p << 4 | (p == _PUBREL) << 1
+            b[i + 1] = 3 if reason else 2
+            b[i + 2] = pid >> 8
+            b[i + 3] = pid & 0xFF
+            i += 4
+            if reason:
+                b[i] = reason
+                i += 1
+            self.outlen = i
         else:
-            self.outlen += encode(self.out, p, self.version, self.outlen)
+            self.outlen = i + encode(b, p, self.version, i)
         self.last_sent = self._now
