@@ -44,7 +44,8 @@ _SENT = const(3)
 _RELEASED = const(4)
 _RELQ = const(5)
 
-DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2  # Session.state (the code below uses the constants)
+# Session.state: 0 disconnected, 1 connecting (CONNECT sent), 2 connected (CONNACK accepted). Private constants
+# only: a public name would cost a board a global and its name.
 _DISCONNECTED = const(0)
 _CONNECTING = const(1)
 _CONNECTED = const(2)
