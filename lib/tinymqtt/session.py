@@ -199,18 +199,20 @@ class Session:
         while todo:
             # The next SUBSCRIBE: the first filters still subscribed (one unsubscribed meanwhile is skipped), one
             # with properties on its own, the others together while they fit `out` and the server's Maximum
-            # Packet Size.
+            # Packet Size (encode(None) only counts; the packet id is a stand-in).
             topics, props, k = [], None, 0
             for t in todo:
                 o = self.subs.get(t)
                 if o:
-                    if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None) > self._most):
+                    more = topics + [(t, o[0])]
+                    if topics and (o[1] or props or encode(None, Packet(_SUBSCRIBE, pid=1, topics=more), self.version)
+                                   > self._most):
                         break
-                    topics.append((t, o[0]))
-                    props = o[1]
+                    topics, props = more, o[1]
                 k += 1
             if topics:
-                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                p = Packet(_SUBSCRIBE, pid=1, topics=topics, props=props)
+                if f.count == f.size or len(self.out) - self.outlen < encode(None, p, self.version):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
@@ -256,7 +258,7 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        n = self._sub_len(topics, props)
+        n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (only counts)
         if n > self._most:  # (recorded, it would fail again on every reconnect)
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
         for f, o in topics:
@@ -292,10 +294,6 @@ class Session:
         pid = self.flights.pid[i]
         self._send(Packet(t, pid=pid, topics=topics, props=props), 0, 0)
         return pid
-
-    def _sub_len(self, topics, props):
-        # The size of a SUBSCRIBE of these filters (encode(None) only counts): one place, three callers.
-        return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
 
     # ------------------------------------------------------------ input
 
