@@ -100,9 +100,9 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
-def frame(buf, n, max_size=_MAX_PACKET, pos=0):
+def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
-    header is incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
+    header is incomplete. Refuses a packet over max_packet_size (0x95) before anyone allocates or reads its body."""
     rl = 0
     for i in range(1, 5):
         if i >= n:
@@ -112,9 +112,9 @@ def frame(buf, n, max_size=_MAX_PACKET, pos=0):
         if not d & 0x80:
             if not d and i > 1:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
                 raise RemoteProtocolError(0x81, "Remaining Length in non-minimal form")
-            if i + 1 + rl > max_size:
+            if i + 1 + rl > max_packet_size:
                 raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
-                                          % (i + 1 + rl, max_size))
+                                          % (i + 1 + rl, max_packet_size))
             return i + 1 + rl
     raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
