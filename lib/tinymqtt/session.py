@@ -71,7 +71,8 @@ class Session:
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
                                            "both when this build has them (profile mqtt311 has neither)")
-        self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
+        self.client_id, self.version = client_id, version  # (two targets a line: 4+ build a tuple on MicroPython)
+        self.clean, self.will = clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
         self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
