@@ -84,7 +84,8 @@ class Session:
         # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
-        self._most = len(self.out)  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
+        self.out_size = len(self.out)  # (every room check is out_size - outlen: no len() call each time)
+        self._most = self.out_size  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -177,7 +178,7 @@ class Session:
         # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
         # slot. Anything else is sized only, then queued.
         n = self._pub(t, payload, qos, retain, 0, 0, props,
-                      min(len(self.out) - self.outlen, self._most) if not qos and self.pump() else 0)
+                      min(self.out_size - self.outlen, self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
         if n > self._most:
@@ -213,7 +214,7 @@ class Session:
                 k += 1
             if topics:
                 p = Packet(_SUBSCRIBE, pid=1, topics=topics, props=props)
-                if f.count == f.size or len(self.out) - self.outlen < encode(None, p, self.version):
+                if f.count == f.size or self.out_size - self.outlen < encode(None, p, self.version):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
@@ -227,7 +228,7 @@ class Session:
                 f.queued -= 1
                 continue
             if st == _RELQ:
-                if len(self.out) - self.outlen < 8:
+                if self.out_size - self.outlen < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
@@ -236,7 +237,7 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, len(self.out) - self.outlen):
+            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, self.out_size - self.outlen):
                 return
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
         return not todo
@@ -308,12 +309,12 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == _CONNECTED and len(self.out) - self.outlen >= 8:
+        if o and self.state == _CONNECTED and self.out_size - self.outlen >= 8:
             self._owed = 0
             self._pay(o)
         try:
             while pos < end:
-                if len(self.out) - self.outlen < _ROOM:
+                if self.out_size - self.outlen < _ROOM:
                     more = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -420,7 +421,7 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
+            if self.out_size - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
                 self._pay(pid)
@@ -452,7 +453,7 @@ class Session:
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
         has no room."""
-        if len(self.out) - self.outlen < 8:
+        if self.out_size - self.outlen < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
@@ -496,7 +497,7 @@ class Session:
     def ping(self, now):
         """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
         a barrier: its PINGRESP means the server has read everything sent before it."""
-        if self.pinging or len(self.out) - self.outlen < 2:
+        if self.pinging or self.out_size - self.outlen < 2:
             return False
         self.out[self.outlen] = 0xC0
         self.out[self.outlen + 1] = 0
