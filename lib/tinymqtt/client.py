@@ -154,5 +154,5 @@ class Client(Driver):
         self.connect()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *args):
         self.disconnect()

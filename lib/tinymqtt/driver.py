@@ -60,14 +60,14 @@ class Driver:
     _delay = 0  # the next reconnect backoff, ms (0: backoff_min_ms)
 
     def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
-                 backoff_max_ms=30000, batch=False, port_impl=None, **session_options):
+                 backoff_max_ms=30000, batch=False, port_impl=None, **options):
         self.host, self.port, self.tls = host, port, tls
         self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
         self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
         if not port_impl:  # the board's (or Linux's) port module, deployed next to the library
             import tinymqtt_port as port_impl
         self.p = p = port_impl
-        self.session = new_session(self._event, **session_options)
+        self.session = new_session(self._event, **options)
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
         # someone awaits it (... until then: Ellipsis, a constant that costs no global), and the reason code of
         # every QoS 1/2 message refused (_GONE: lost), kept until asked

@@ -41,14 +41,14 @@ def ticks_diff(a, b):
 
 
 class Inflight:
-    def __init__(self, size, timed):  # timed: the 3.x retry timer may run, so a slot keeps when it was sent
+    def __init__(self, size, retry_ms):  # the 3.x retry timer may run (retry_ms): a slot keeps when it was sent
         self.size = size
         self.state = bytearray(size)
         self.qos = bytearray(size)  # 0-2; 3 for CONTROL
         self.retain = bytearray(size)
         self.pid = [0] * size
         self.seq = [0] * size  # publish order: queued messages go out, and resends happen, in this order
-        self.sent_at = timed and [0] * size
+        self.sent_at = retry_ms and [0] * size
         self.topic = [None] * size
         self.payload = [None] * size
         self.props = [None] * size
@@ -159,8 +159,8 @@ class Inflight:
             self.requeue()
         return wait
 
-    def renew(self, present, republish, on_event):
-        """A new connection, with the session the server kept (present) or without. Tells on_event(ev, value, 0)
+    def renew(self, session_present, republish_lost, on_event):
+        """A new connection, with the session the server kept (session_present) or without. Tells on_event(ev, value, 0)
         of each flow that ended with the old session; returns the SUBSCRIBE and UNSUBSCRIBE requests left
         unanswered, as (type, filters, props) (their slots are free now: the session asks again)."""
         ids = []
@@ -169,11 +169,11 @@ class Inflight:
             if st == CONTROL:
                 ids.append((self.retain[i], self.topic[i], self.props[i]))
                 self.mark(i, FREE, 0)
-            elif present:
+            elif session_present:
                 if 0x18 >> st & 1:  # (SENT, RELEASED)
                     self.mark(i, RESEND if st == SENT else RELQ, 0)
             elif 0xC >> st & 1:  # SENT, RESEND: sent before: the session that may have it is gone
-                if republish:
+                if republish_lost:
                     self.mark(i, QUEUED, 0)
                 else:
                     msg = Packet(3, topic=self.topic[i].decode(), payload=self.payload[i], qos=self.qos[i],

@@ -100,9 +100,9 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
-def frame(buf, n, max_size=_MAX_PACKET, pos=0):
+def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
-    header is incomplete. Refuses a packet over max_size (0x95) before anyone allocates or reads its body."""
+    header is incomplete. Refuses a packet over max_packet_size (0x95) before anyone allocates or reads its body."""
     rl = 0
     for i in range(1, 5):
         if i >= n:
@@ -112,9 +112,9 @@ def frame(buf, n, max_size=_MAX_PACKET, pos=0):
         if not d & 0x80:
             if not d and i > 1:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
                 raise RemoteProtocolError(0x81, "Remaining Length in non-minimal form")
-            if i + 1 + rl > max_size:
+            if i + 1 + rl > max_packet_size:
                 raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
-                                          % (i + 1 + rl, max_size))
+                                          % (i + 1 + rl, max_packet_size))
             return i + 1 + rl
     raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
@@ -232,19 +232,6 @@ def read_publish(mv, pos, end, m, version):
     m.retain = f & 1 != 0
     m.payload = mv[i:end]
     return m
-
-
-def put_ack(buf, off, t, pid, reason):
-    """Writes PUBACK, PUBREC, PUBREL or PUBCOMP for pid at buf[off] (with MQTT 5's reason code when one is given)
-    and returns the offset after it: in place, allocating nothing, so the caller must have made room."""
-    buf[off] = t << 4 | (t == _PUBREL) << 1
-    buf[off + 1] = 3 if reason else 2
-    buf[off + 2] = pid >> 8
-    buf[off + 3] = pid & 0xFF
-    if reason:
-        buf[off + 4] = reason
-        return off + 5
-    return off + 4
 
 
 # ---------------------------------------------------------------- encoding

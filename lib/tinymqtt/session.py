@@ -15,7 +15,7 @@
 # Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
 # app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, put_ack, NAMES, const
+from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter, matches
 from tinymqtt.wire import vbi_len
@@ -44,7 +44,8 @@ _SENT = const(3)
 _RELEASED = const(4)
 _RELQ = const(5)
 
-DISCONNECTED, CONNECTING, CONNECTED = 0, 1, 2  # Session.state (the code below uses the constants)
+# Session.state: 0 disconnected, 1 connecting (CONNECT sent), 2 connected (CONNACK accepted). Private constants
+# only: a public name would cost a board a global and its name.
 _DISCONNECTED = const(0)
 _CONNECTING = const(1)
 _CONNECTED = const(2)
@@ -70,7 +71,8 @@ class Session:
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
                                            "both when this build has them (profile mqtt311 has neither)")
-        self.client_id, self.version, self.clean, self.will = client_id, version, clean, will
+        self.client_id, self.version = client_id, version  # (two targets a line: 4+ build a tuple on MicroPython)
+        self.clean, self.will = clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
         self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
         self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
@@ -82,7 +84,8 @@ class Session:
         # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
-        self._most = len(self.out)  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
+        self.out_size = len(self.out)  # (every room check is out_size - outlen: no len() call each time)
+        self._most = self.out_size  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -175,7 +178,7 @@ class Session:
         # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
         # slot. Anything else is sized only, then queued.
         n = self._pub(t, payload, qos, retain, 0, 0, props,
-                      min(len(self.out) - self.outlen, self._most) if not qos and self.pump() else 0)
+                      min(self.out_size - self.outlen, self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
         if n > self._most:
@@ -198,18 +201,20 @@ class Session:
         while todo:
             # The next SUBSCRIBE: the first filters still subscribed (one unsubscribed meanwhile is skipped), one
             # with properties on its own, the others together while they fit `out` and the server's Maximum
-            # Packet Size.
+            # Packet Size (encode(None) only counts; the packet id is a stand-in).
             topics, props, k = [], None, 0
             for t in todo:
                 o = self.subs.get(t)
                 if o:
-                    if topics and (o[1] or props or self._sub_len(topics + [(t, o[0])], None) > self._most):
+                    more = topics + [(t, o[0])]
+                    if topics and (o[1] or props or encode(None, Packet(_SUBSCRIBE, pid=1, topics=more), self.version)
+                                   > self._most):
                         break
-                    topics.append((t, o[0]))
-                    props = o[1]
+                    topics, props = more, o[1]
                 k += 1
             if topics:
-                if f.count == f.size or len(self.out) - self.outlen < self._sub_len(topics, props):
+                p = Packet(_SUBSCRIBE, pid=1, topics=topics, props=props)
+                if f.count == f.size or self.out_size - self.outlen < encode(None, p, self.version):
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
@@ -223,7 +228,7 @@ class Session:
                 f.queued -= 1
                 continue
             if st == _RELQ:
-                if len(self.out) - self.outlen < 8:
+                if self.out_size - self.outlen < 8:
                     return
                 f.mark(i, _RELEASED, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
@@ -232,7 +237,7 @@ class Session:
             if q and f.unacked >= window:
                 return
             t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, len(self.out) - self.outlen):
+            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, self.out_size - self.outlen):
                 return
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
         return not todo
@@ -255,7 +260,7 @@ class Session:
             validate_filter(f)
             if self.version < _V5 and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        n = self._sub_len(topics, props)
+        n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (only counts)
         if n > self._most:  # (recorded, it would fail again on every reconnect)
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
         for f, o in topics:
@@ -292,10 +297,6 @@ class Session:
         self._send(Packet(t, pid=pid, topics=topics, props=props), 0, 0)
         return pid
 
-    def _sub_len(self, topics, props):
-        # The size of a SUBSCRIBE of these filters (encode(None) only counts): one place, three callers.
-        return encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)
-
     # ------------------------------------------------------------ input
 
     def received(self, n, now):
@@ -308,12 +309,12 @@ class Session:
         buf, end, pos = self.inbuf, self.inlen, 0
         more = False
         o = self._owed
-        if o and self.state == _CONNECTED and len(self.out) - self.outlen >= 8:
+        if o and self.state == _CONNECTED and self.out_size - self.outlen >= 8:
             self._owed = 0
             self._pay(o)
         try:
             while pos < end:
-                if len(self.out) - self.outlen < _ROOM:
+                if self.out_size - self.outlen < _ROOM:
                     more = True
                     break
                 total = frame(buf, end - pos, len(buf), pos)
@@ -420,7 +421,7 @@ class Session:
             self._rx_add(pid)
         self._deliver(p)
         if q:
-            if len(self.out) - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
+            if self.out_size - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
                 self._pay(pid)
@@ -452,7 +453,7 @@ class Session:
     def complete(self, pid):
         """Ends an inbound QoS 2 flow with PUBCOMP (app_acks: a PUBREL that hold_pubrel held). False when `out`
         has no room."""
-        if len(self.out) - self.outlen < 8:
+        if self.out_size - self.outlen < 8:
             return False
         rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
@@ -496,7 +497,7 @@ class Session:
     def ping(self, now):
         """Writes a PINGREQ unless one is still unanswered or `out` is full; True if it did. Besides keep-alive,
         a barrier: its PINGRESP means the server has read everything sent before it."""
-        if self.pinging or len(self.out) - self.outlen < 2:
+        if self.pinging or self.out_size - self.outlen < 2:
             return False
         self.out[self.outlen] = 0xC0
         self.out[self.outlen + 1] = 0
@@ -508,10 +509,20 @@ class Session:
     # ------------------------------------------------------------ output
 
     def _send(self, p, pid, reason):
-        # p: a Packet (pid 0), or with pid the type of an ack (PUBACK...PUBCOMP), written in place: no allocation.
-        # (No defaults: their tuple would cost board heap.)
+        # p: a Packet (pid 0), or with pid the type of an ack (PUBACK, PUBREC, PUBREL, PUBCOMP), written here in
+        # place with MQTT 5's reason code when one is given: no allocation (the caller made room). (No defaults:
+        # their tuple would cost board heap.)
+        b, i = self.out, self.outlen
         if pid:
-            self.outlen = put_ack(self.out, self.outlen, p, pid, reason)
+            b[i] = p << 4 | (p == _PUBREL) << 1
+            b[i + 1] = 3 if reason else 2
+            b[i + 2] = pid >> 8
+            b[i + 3] = pid & 0xFF
+            i += 4
+            if reason:
+                b[i] = reason
+                i += 1
+            self.outlen = i
         else:
-            self.outlen += encode(self.out, p, self.version, self.outlen)
+            self.outlen = i + encode(b, p, self.version, i)
         self.last_sent = self._now

@@ -628,7 +628,7 @@ def notes(res):
               "- **Issue 12's targets (`mqtt311` <= 10 KB, `full` <= 20 KB of `.mpy` for esp32) are missed**; the "
               "profile figures are in \"Profiles on a board\". The 3.1.1 path no longer carries MQTT 5 (session5, "
               "props and aliases load only for version 5), the codec holds only the client half (with the one "
-              "PUBLISH reader and the ack writer), an outbound flow's transitions sit in one place (inflight) and "
+              "PUBLISH reader), an outbound flow's transitions sit in one place (inflight) and "
               "the two clients share one driver base; still session.mpy is %s and packets.mpy %s (portable). What "
               "is left is code, not state: a connected client's heap is mostly its imported bytecode, functions and "
               "names (a function costs a board more than its bytecode: its raw code, function object and name), so "
