@@ -17,7 +17,7 @@ from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, L
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
 
-# session events (tinymqtt.packets' packet types, and session.LOST, session.CONNECTED), inlined by MicroPython
+# session events (tinymqtt.packets' packet types, and session.LOST) and Session.state, inlined by MicroPython
 _CONNACK = const(2)
 _PUBLISH = const(3)
 _PUBCOMP = const(7)
