@@ -2,8 +2,9 @@
 # `raise` in the library, and of every error it builds to hand on (a call of an errors.py class), becomes the
 # packet its text names ("PUBLISH"), or else its line number, an int (the line where the full text stands). A
 # small int costs a board nothing, a string its bytes twice (flash and the heap it is interned in). The reason
-# code, the exception class (its side: local or remote) and every other argument stay; line numbers stay exact, so a traceback names the module and the line. The source
-# itself never changes: this is a build step, like -O dropping asserts, and CPython keeps the readable text.
+# code, the exception class (its side: local or remote) and every other argument stay; line numbers stay exact,
+# so a traceback names the module and the line. The source itself never changes: this is a build step, like -O
+# dropping asserts, and CPython keeps the readable text.
 import ast
 import re
 
