@@ -44,6 +44,14 @@ def test_only_the_raised_calls_message_is_shortened():
     assert shorten(src, "m") == 'raise E(getattr(e, "reason", 0x80), "PUBLISH")\n'
 
 
+def test_an_error_built_to_hand_on_is_shortened_too():
+    # client.connect() gives its ConnectionLost to _close() rather than raising it there: its text goes as well;
+    # a call of anything else keeps its strings.
+    src = ('self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % t))\n'
+           'log("no CONNACK within %.1f s" % t)\n')
+    assert shorten(src, "m") == 'self._close(ConnectionLost(0x88, "CONNACK"))\nlog("no CONNACK within %.1f s" % t)\n'
+
+
 def test_the_esp32_tree_is_smaller_and_linux_keeps_the_text(tmp_path):
     esp, linux = boards.get("esp32"), boards.get("linux")
     assert esp.short_errors and boards.get("picow").short_errors and not linux.short_errors
