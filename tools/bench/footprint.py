@@ -330,10 +330,11 @@ def peer_rows(tmp, broker, quick, log=print, u32=None):
 def _loaded(profile, app):
     """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py, a lazy bundle its first
     module's file) an app of this kind imports (the other client's module is not loaded, unless it is in the bundle;
-    the rows' apps on full speak MQTT 5, so they load MQTT 5's modules)."""
+    app_acks only with aio, which imports it, or manual_ack, which the rows' blocking app does not set; the rows'
+    apps on full speak MQTT 5, so they load MQTT 5's modules)."""
     p = boards_mod.profiles()[profile]
-    skip = "tinymqtt/client.py" if "aio" in app else "tinymqtt/aio.py"
-    return [m for m in p.lib if m != skip and m != "tinymqtt/reasons.py"  # reasons: only when an error is shown
+    skip = ("tinymqtt/client.py",) if "aio" in app else ("tinymqtt/aio.py", "tinymqtt/app_acks.py")
+    return [m for m in p.lib if m not in skip and m != "tinymqtt/reasons.py"  # reasons: only when an error is shown
             and m not in p.bundle + p.lazy_bundle[1:]]
 
 
