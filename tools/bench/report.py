@@ -643,7 +643,9 @@ def notes(res):
               "connected client's %s of objects and buffers (esp32 sizes). From ROMFS (`deploy --romfs`; the "
               "\"from ROMFS\" column of \"Profiles on a board\", measured in the unix port's VfsRom) the bytecode "
               "stays in the image and the heap keeps only objects (functions, classes, names); freezing the library "
-              "into the firmware (`manifest.py`) does the same." % (
+              "into the firmware (`manifest.py`) does the same. Both need a firmware you build: MicroPython's stock "
+              "ESP32_GENERIC and RPI_PICO_W images have no ROMFS partition, so on them the figures from `.mpy` "
+              "apply." % (
                   kb(h.get("heap.import.client", 0)), kb(h.get("heap.import.client+aio", 0)),
                   kb(h.get("heap.client.esp32", 0))), ""]
         rom = [(r["client"], r["profile"], r["u32_romfs"]["connected"])
