@@ -160,9 +160,10 @@ class Inflight:
         return wait
 
     def renew(self, session_present, republish_lost, on_event):
-        """A new connection, with the session the server kept (session_present) or without. Tells on_event(ev, value, 0)
-        of each flow that ended with the old session; returns the SUBSCRIBE and UNSUBSCRIBE requests left
-        unanswered, as (type, filters, props) (their slots are free now: the session asks again)."""
+        """A new connection, with the session the server kept (session_present) or without. Tells
+        on_event(ev, value, 0) of each flow that ended with the old session; returns the SUBSCRIBE and
+        UNSUBSCRIBE requests left unanswered, as (type, filters, props) (their slots are free now: the session
+        asks again)."""
         ids = []
         for i in self.requeue():  # (the queue is rebuilt again below, once the states are new)
             st = self.state[i]
