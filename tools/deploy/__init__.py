@@ -1,6 +1,7 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
 # board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py, its
-# `lazy_bundle` into the file of that one's first module; main.py and config.py stay source) and puts it on a device
+# `lazy_bundle` into the file of that one's first module, each library .mpy's names ordered by use by
+# tools/deploy/qstr_sort.py; main.py and config.py stay source) and puts it on a device
 # with mpremote, copying only what changed, or into a folder (--target). WiFi credentials come from the environment
 # or a git-ignored secrets.toml and are never printed: every value whose name says it is a secret is masked in any
 # output.
@@ -122,14 +123,16 @@ def library_text(board, path, name):
 
 def compile_text(board, text, name, tmp):
     """The .mpy of a library module's text for the board: with short_errors, mpy-cross -O3 drops the line-number
-    table (8% of the bytes: an MQTT error's message is its line, and tracebacks still name module and function);
+    table (8% of the bytes: an MQTT error's message is its line, and tracebacks still name module and function),
+    which lets tools/deploy/qstr_sort.py put the most used names first (one byte per reference, not two);
     name (e.g. "tinymqtt/session.py") is what tracebacks show. The app and port keep their line numbers."""
+    from tools.deploy.qstr_sort import sort_qstrs
     flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/") else [])
     path = os.path.join(tmp, "src", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    return compile_mpy(path, name, flags, tmp)
+    return sort_qstrs(compile_mpy(path, name, flags, tmp))  # (most used names first: 1-byte references)
 
 
 def library_mpy(board, path, name, tmp):
