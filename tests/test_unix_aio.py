@@ -24,7 +24,7 @@ def board_kind():
     return "unix"
 
 
-@pytest.fixture(params=["linux", "esp32"])  # picow shares esp32's socket layer (ports/common): see
+@pytest.fixture(params=["linux", "esp32", "esp32-mpy"])  # picow shares esp32's socket layer (ports/common): see
 def layer(request):                          # test_unix_transport.py for its own WLAN code on real sockets
     return request.param
 

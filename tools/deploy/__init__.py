@@ -117,7 +117,8 @@ def library_text(board, path, name):
         text = f.read()
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
-        text = shorten(text, name[9:-3])
+        from tools.deploy.short_names import rename
+        text = rename(shorten(text, name[9:-3]))  # (and short private names: tools/deploy/short_names.py)
     return text
 
 
