@@ -6,7 +6,7 @@
 # MicroPython's tools/mpy-tool.py --merge do). The bytes saved come off the flash and the heap alike (a plain .mpy's
 # bytecode is copied to the heap).
 #
-# Only what the format (mpy v6, MicroPython 1.22+) says is touched; a file this cannot rewrite safely (native code,
+# Only what the format (mpy v6: MicroPython 1.22 and later) says is touched; a file this cannot rewrite safely (native code,
 # line-number tables, which map bytecode offsets; another version) comes back unchanged. Opcode formats, prelude
 # encodings and jump encodings follow MicroPython's py/bc.h and py/emitbc.c (MIT licence).
 
@@ -62,10 +62,10 @@ def _skip_obj(r):
     if kind == _OBJ_TUPLE:
         for _ in range(r.uint()):
             _skip_obj(r)
-    elif kind > 4:  # str, bytes, int, float, complex: a length and the text (str and bytes end with a NUL)
+    elif 4 < kind < _OBJ_TUPLE:  # str, bytes, int, float, complex: a length and the text (str, bytes: and a NUL)
         r.bytes(r.uint() + (kind in (_OBJ_STR, _OBJ_BYTES)))
-    elif kind == 0:
-        raise Unchanged("native code's function table")
+    elif kind == 0 or kind > _OBJ_TUPLE:
+        raise Unchanged("native code's function table, or an object kind this does not know")
 
 
 class _Op:
