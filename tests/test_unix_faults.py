@@ -37,7 +37,8 @@ def only_result(b, timeout):
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("role", ["publisher", "subscriber"])
-def test_random_cuts_lose_nothing(make_broker, api, role):
+@pytest.mark.parametrize("layer", ["linux", "esp32-mpy"])  # esp32-mpy: the library as deploy builds it (unixport)
+def test_random_cuts_lose_nothing(make_broker, api, role, layer):
     br = make_broker()
     topic, seed = "uf/" + uid(), SEED + len(api) + len(role)
     env = dict(BROKER_HOST="127.0.0.1", CLIENT_ID="u" + uid(), VERSION=5, N=N, TOPIC=topic, API=api, ROLE=role)
@@ -46,14 +47,14 @@ def test_random_cuts_lose_nothing(make_broker, api, role):
         env["BROKER_PORT"] = px.port
         if role == "publisher":
             w = Watcher(br, topic, 5)
-            with unixport.Board(app("faults.py"), "linux", env) as b:
+            with unixport.Board(app("faults.py"), layer, env) as b:
                 res = only_result(b, 120)
             assert until(lambda: all(w.got[b"q%d-%06d" % (q, i)] for q in (1, 2) for i in range(N)), 30), \
                 "not all arrived: %d distinct" % len(w.got)
             w.close()
             got = w.got
         else:
-            with unixport.Board(app("faults.py"), "linux", env) as b:
+            with unixport.Board(app("faults.py"), layer, env) as b:
                 b.expect("READY", 15)
                 f = Feeder(br, topic, N, 5)
                 res = only_result(b, 120)
@@ -64,7 +65,7 @@ def test_random_cuts_lose_nothing(make_broker, api, role):
         excused = broker_resends(px)  # mosquitto 2.0.11 re-sends some QoS 2 PUBLISHes after their PUBREL
         dups = check_delivery(got, N, "unix %s %s" % (api, role), excused)
         assert len(px.cuts) >= CUTS // 4, px.cuts  # the traffic may end before every planned cut
-    report.record("unix port faults: %s %s" % (api, role),
+    report.record("unix port faults: %s %s%s" % (api, role, "" if layer == "linux" else " (" + layer + ")"),
                   "%d QoS 1 + %d QoS 2 msgs, %d cuts, 0 lost, 0 QoS 2 twice, %d QoS 1 dups, "
                   "%d broker re-sends after PUBREL" % (N, N, len(px.cuts), dups, len(excused)))
 
