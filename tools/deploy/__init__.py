@@ -112,13 +112,14 @@ def compile_mpy(path, name, flags, tmp):
 
 def library_text(board, path, name):
     """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (error
-    text: the packet named, or the line); name is e.g. "tinymqtt/session.py"."""
+    text: the packet named, or the line) with tools/deploy/short_names.py's short private names (the same in
+    every module); name is e.g. "tinymqtt/session.py"."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
         from tools.deploy.short_names import rename
-        text = rename(shorten(text, name[9:-3]))  # (and short private names: tools/deploy/short_names.py)
+        text = rename(shorten(text, name[9:-3]))
     return text
 
 
