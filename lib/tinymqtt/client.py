@@ -2,7 +2,9 @@
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
 # link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
 # message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
-from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError
+from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError, const
+
+_APP_ACKS = const(1)  # const(0) in a board build without tinymqtt/app_acks.py (tools/deploy/features.py)
 
 
 class Client(Driver):
@@ -100,12 +102,13 @@ class Client(Driver):
     def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled. Without manual_ack there is nothing
         to do (its handler's return acknowledged it; that session has no ack())."""
-        a = getattr(self.session, "ack", None)
-        if a:
-            while not a(message):  # False: `out` is full, written first
-                self._io(-1)
-            if not self.batch:
-                self._io(-1)
+        if _APP_ACKS:
+            a = getattr(self.session, "ack", None)
+            if a:
+                while not a(message):  # False: `out` is full, written first
+                    self._io(-1)
+                if not self.batch:
+                    self._io(-1)
 
     # ---------------------------------------------------------------- the loop
 

@@ -24,6 +24,9 @@ _PUBCOMP = const(7)
 _AUTH = const(15)
 _LOST = const(16)
 _CONNECTED = const(2)  # session.state
+# const(0) in a board build without tinymqtt/props.py (MQTT 5), or without app_acks.py (tools/deploy/features.py)
+_MQTT5 = const(1)
+_APP_ACKS = const(1)
 
 LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
 _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDelivered 0x80; refusals keep their code)
@@ -37,8 +40,9 @@ def new_session(on_event, **options):
     S = Session
     try:
         if options.setdefault("version", 5) == 5:
-            from tinymqtt.session5 import Session5 as S
-        if options.get("manual_ack", 0) != 0:  # messages the application acknowledges itself (True; None: aio)
+            if _MQTT5:
+                from tinymqtt.session5 import Session5 as S
+        if _APP_ACKS and options.get("manual_ack", 0) != 0:  # messages the application acknowledges itself (True; None: aio)
             from tinymqtt.app_acks import extended
             S = extended(S)
     except ImportError:  # profile mqtt311 ships neither: Session refuses version=5 and manual_ack with 0x84
@@ -84,7 +88,7 @@ class Driver:
                 self._delay = 0  # a full 12-slot table; a 13th makes it 17 slots, 40 B more of 32-bit heap)
             if self.on_connect:
                 self.on_connect(value)
-        elif ev == _AUTH and self.on_auth:
+        elif _MQTT5 and ev == _AUTH and self.on_auth:
             answer = self.on_auth(value)
             if answer:
                 self.session.auth(*answer)

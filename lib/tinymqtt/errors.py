@@ -3,6 +3,12 @@
 # LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
 # Every class costs a board heap (a type object and its dict), so the subclasses are made by type(), which
 # spares each a class body, and share MQTTError's __init__ and __str__.
+try:
+    from micropython import const  # (the library's modules import it from here; on CPython: int)
+except ImportError:
+    const = int
+
+_REASONS = const(1)  # const(0) in a board build without tinymqtt/reasons.py (tools/deploy/features.py)
 
 
 class MQTTError(Exception):
@@ -13,11 +19,13 @@ class MQTTError(Exception):
 
     def __str__(self):
         # "message (0x81 malformed packet)"; a board leaves the names out (reasons.py): "PUBLISH (0x81)"
-        try:
-            from tinymqtt.reasons import describe
-        except ImportError:
-            return "%s (0x%02X)" % (self.msg, self.reason)
-        return describe(self)
+        if _REASONS:
+            try:
+                from tinymqtt.reasons import describe
+                return describe(self)
+            except ImportError:
+                pass
+        return "%s (0x%02X)" % (self.msg, self.reason)
 
 
 # One bases tuple and one class dict for the five: MicroPython's type() keeps the dict it is given (CPython's

@@ -7,7 +7,7 @@
 # (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py, and so
 # is decode(), the general decoder of any packet into a new Packet (tools, tests). Importing cli_codec.py makes
 # packets.encode write both halves and adds packets.decode.
-from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const  # (const: micropython's; int on CPython)
 from tinymqtt.wire import put, put_str, utf8, vbi_len
 
 P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
@@ -23,14 +23,9 @@ def v5():
             raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)") from None
     return P
 
-try:
-    from micropython import const  # the constants below become literals in this module's code
-    # read_publish's cache of the last 8 new topics, newest first: [k] a topic's bytes, [k + 8] the same topic as
-    # str (b"" matches no topic). CPython decodes each topic, which is cheaper there: None.
-    _TOPICS = [b""] * 16
-except ImportError:  # CPython
-    const = int
-    _TOPICS = None
+# read_publish's cache of the last 8 new topics, newest first: [k] a topic's bytes, [k + 8] the same topic as str
+# (b"" matches no topic). CPython decodes each topic, which is cheaper there: None.
+_TOPICS = None if const is int else [b""] * 16
 
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -42,6 +37,10 @@ _UNSUBSCRIBE = const(10)
 _UNSUBACK = const(11)
 _PINGREQ = const(12)
 _AUTH = const(15)
+# A board build whose file set lacks tinymqtt/props.py (profile mqtt311), or lacks the host-only cli_codec.py (every
+# board), has these written const(0) by tools/deploy/features.py: the compiler drops what they guard.
+_MQTT5 = const(1)
+_HOST = const(1)
 _V31 = const(3)
 _V311 = const(4)
 _V5 = const(5)
@@ -62,9 +61,9 @@ def __getattr__(name):
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone); and
     # decode(), which is the host-only server half's.
-    if name == "sub_options":
+    if name == "sub_options":  # (a build without MQTT 5 refuses it: v5() raises 0x84)
         return v5().sub_options
-    if name == "decode":  # any packet, the server's half too: host tools' (cli_codec.py; a board has none)
+    if _HOST and name == "decode":  # any packet, the server's half too: host tools' (cli_codec.py; a board has none)
         import tinymqtt.cli_codec  # (its install() sets this module's decode)
         return globals()[name]
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
@@ -157,7 +156,9 @@ def read_packet(mv, pos, end, p, version):
             p.pid = c << 8 | d
             if not p.pid:
                 raise RemoteProtocolError(0x81, "packet identifier 0")
-    if version == _V5:
+    if not _MQTT5 and version == _V5:
+        v5()  # (raises: this build has no MQTT 5)
+    if _MQTT5 and version == _V5:
         v5().tail(mv, i, end, p)  # reason code, properties, SUBACK's and UNSUBACK's codes, to the end
     else:  # 3.x: what is left is SUBACK's return codes, or nothing
         c = bytes(mv[i:end])
@@ -222,7 +223,9 @@ def read_publish(mv, pos, end, m, version):
             raise RemoteProtocolError(0x81, "packet identifier 0, or the packet ends inside it")
     m.props = None
     m.alias = -1
-    if version == _V5:
+    if not _MQTT5 and version == _V5:
+        v5()  # (raises: this build has no MQTT 5)
+    if _MQTT5 and version == _V5:
         i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
     if not s and m.alias < 0:
         raise RemoteProtocolError(0x82, "empty topic name without a topic alias")
@@ -255,18 +258,20 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone)."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
-    if alias and version < _V5:
+    if not _MQTT5 and version == _V5:
+        v5()  # (raises: this build has no MQTT 5)
+    if _MQTT5 and alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     pl = len(payload)
     n = put_str(None, 0, topic) + pl + (2 if qos else 0)  # (refuses a topic MQTT cannot carry)
-    if version == _V5:
+    if _MQTT5 and version == _V5:
         n += v5().put_publish(None, 0, props, alias)
     pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
         pos += 2
-    if version == _V5:
+    if _MQTT5 and version == _V5:
         pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
     buf[pos:pos + pl] = payload
     return pos + pl - off
@@ -277,6 +282,8 @@ def encode(buf, p, version=_V5, off=0):
     (a packet other than PUBLISH)."""
     t = p.type
     v = version
+    if not _MQTT5 and v == _V5:
+        v5()  # (raises: this build has no MQTT 5)
     if t == _PUBLISH:
         return encode_publish(buf, v, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
     if not 0 < t < 16 or (t == _AUTH and v < _V5) or 0xA04 >> t & 1:  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11)
@@ -303,12 +310,12 @@ def encode(buf, p, version=_V5, off=0):
             if not p.pid:
                 raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
             pos = put(b, pos, p.pid, 2)
-        if v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+        if _MQTT5 and v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
             pos = v5().put_fields(b, pos, p)
         if t == _CONNECT:
             pos = put_str(b, pos, p.client_id)
             if w:
-                if v == _V5:
+                if _MQTT5 and v == _V5:
                     pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
                 pos = put_str(b, put_str(b, pos, w.topic), w.payload)
             for f in (u, pw):

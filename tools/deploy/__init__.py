@@ -113,9 +113,13 @@ def compile_mpy(path, name, flags, tmp):
 def library_text(board, path, name):
     """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (error
     text: the packet named, or the line) with tools/deploy/short_names.py's short private names (the same in
-    every module); name is e.g. "tinymqtt/session.py"."""
+    every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks into modules its file set
+    leaves out compiled out (tools/deploy/features.py)."""
+    from tools.deploy.features import specialize
     with open(path, encoding="utf-8") as f:
         text = f.read()
+    if name.startswith("tinymqtt/"):
+        text = specialize(text, board.lib)
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
         from tools.deploy.short_names import rename

@@ -1,0 +1,69 @@
+# Hooks compiled out by file set (tools/deploy/features.py): a board build without a module gets that module's
+# flag written const(0), MicroPython's compiler drops the hooks, and what the hooks did for a missing module
+# (refuse with 0x84, plain error text) stays what the build does. Checked on the real unix port with the mqtt311
+# .mpy files deploy writes, and on the sources, which keep every flag at 1.
+import os
+import re
+import subprocess
+
+import pytest
+
+from tools import boards
+from tools.deploy import features, library_text
+
+REPO = boards.REPO
+MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")
+LIB = os.path.join(REPO, "lib", "tinymqtt")
+
+
+def flags(text):
+    return dict(re.findall(r"^(_[A-Z0-9_]+) = const\(([01])\)", text, re.M))
+
+
+def test_every_flag_in_the_library_names_an_optional_module_and_starts_on():
+    seen = {}
+    for name in sorted(os.listdir(LIB)):
+        if name.endswith(".py"):
+            with open(os.path.join(LIB, name), encoding="utf-8") as f:
+                for flag, value in flags(f.read()).items():
+                    if flag in features.FLAGS:
+                        seen[flag] = value
+    assert set(seen) == set(features.FLAGS) and set(seen.values()) == {"1"}
+    for module in features.FLAGS.values():
+        assert os.path.exists(os.path.join(REPO, "lib", module)), module
+
+
+def test_the_file_set_alone_decides_which_flags_turn_off():
+    def text(board, profile, module):
+        return flags(library_text(boards.get(board, profile=profile), os.path.join(LIB, module), "tinymqtt/" + module))
+    assert text("esp32", "mqtt311", "driver.py") == {"_MQTT5": "0", "_APP_ACKS": "0"}
+    assert text("esp32", "full", "driver.py") == {"_MQTT5": "1", "_APP_ACKS": "1"}
+    assert text("esp32", "full", "errors.py") == {"_REASONS": "0"}  # short_errors: reasons.py stays off the board
+    assert text("linux", "full", "errors.py") == {"_REASONS": "1"}
+    assert text("linux", "full", "packets.py")["_HOST"] == "0"  # cli_codec.py never goes to a board
+    assert features.off(boards.profiles()["full"].lib + ["tinymqtt/cli_codec.py"]) == []
+
+
+@pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")
+def test_an_mqtt311_build_still_refuses_mqtt5_with_0x84_everywhere(tmp_path):
+    from tests.test_profiles import deploy
+    tree = tmp_path / "board"
+    assert deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target", str(tree))[0] == 0
+    code = """
+from tinymqtt.packets import Packet, encode, encode_publish, read_packet, read_publish
+from tinymqtt import errors
+b = bytearray(64)
+for f in (lambda: encode(b, Packet(12)), lambda: encode_publish(b, 5, b"t", b"x"),
+          lambda: read_packet(memoryview(b"\\x40\\x02\\x00\\x01"), 0, 4, Packet(4), 5),
+          lambda: read_publish(memoryview(b"\\x30\\x04\\x00\\x01tx"), 0, 6, Packet(3), 5)):
+    try:
+        f()
+        print("accepted")
+    except errors.LocalProtocolError as e:
+        print(hex(e.reason))
+print(encode(b, Packet(12), 4), str(errors.ConnectionLost(0x8D, "no PINGRESP")))
+"""
+    p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines() == ["0x84"] * 4 + ["2 no PINGRESP (0x8D)"]

@@ -1,0 +1,27 @@
+# Compiles out the hooks into optional modules that a build leaves out. A library module that calls into an
+# optional module guards the call with that module's flag, `_MQTT5 = const(1)`, as `if _MQTT5 and ...:`; deploy
+# writes `const(0)` where the board's file set lacks the module, and MicroPython's compiler then drops every such
+# block (it folds a const-false first operand of `and`; `if not _MQTT5 and ...:` blocks appear only then). The
+# sources, CPython and the --source tree keep every flag at 1: a missing module is an ImportError there, handled
+# at run time as it always was. A profile stays a file set: the flags follow from its files, nothing else.
+import re
+
+# flag -> the module whose absence turns it off
+FLAGS = {
+    "_MQTT5": "tinymqtt/props.py",  # MQTT 5: session5, props, aliases travel together (boards.toml lazy_bundle)
+    "_APP_ACKS": "tinymqtt/app_acks.py",  # messages the application acknowledges itself
+    "_REASONS": "tinymqtt/reasons.py",  # reason names in error text (off on short_errors boards)
+    "_HOST": "tinymqtt/cli_codec.py",  # the server half of the codec: host tools only, never on a board
+}
+
+
+def off(lib):
+    """The flags a build whose library files are lib (paths under lib/) turns off."""
+    return [flag for flag, module in FLAGS.items() if module not in lib]
+
+
+def specialize(text, lib):
+    """text with `FLAG = const(1)` written `const(0)` for each flag the file set lib turns off."""
+    for flag in off(lib):
+        text = re.sub(r"^%s = const\(1\)" % flag, "%s = const(0)" % flag, text, flags=re.M)
+    return text
