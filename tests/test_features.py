@@ -67,3 +67,27 @@ print(encode(b, Packet(12), 4), str(errors.ConnectionLost(0x8D, "no PINGRESP")))
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.splitlines() == ["0x84"] * 4 + ["2 no PINGRESP (0x8D)"]
+
+
+def test_an_mqtt311_build_refuses_the_3x_retry_timer_it_leaves_out(tmp_path):
+    # retry.py (the 3.x timer) is in full's bundle and not in mqtt311: a deployed mqtt311 Session refuses retry_ms
+    # with 0x84; the same file set without deploy's flags (frozen, or installed by mip) refuses it at construction
+    # too (ImportError), never at the first tick.
+    import shutil
+    import sys
+    from tests.test_profiles import deploy
+    tree = tmp_path / "board"
+    assert deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target", str(tree))[0] == 0
+    code = ("from tinymqtt.session import Session\n"
+            "s = Session(version=4, retry_ms=0)\n"
+            "try:\n    Session(version=4, retry_ms=100)\nexcept Exception as e:\n"
+            "    print(type(e).__name__, getattr(e, 'reason', ''))\n")
+    if os.path.exists(MICROPYTHON):
+        p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
+                           capture_output=True, text=True, timeout=30)
+        assert p.stdout == "LocalProtocolError 132\n", p.stdout + p.stderr
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(REPO, "lib"), src, ignore=shutil.ignore_patterns("retry.py", "__pycache__"))
+    p = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r)\n" % str(src) + code],
+                       capture_output=True, text=True, timeout=30)
+    assert p.stdout == "ModuleNotFoundError \n", p.stdout + p.stderr  # (an ImportError)

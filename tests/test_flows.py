@@ -3,6 +3,7 @@
 from tinymqtt.inflight import Inflight, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL, FREE, LOST
 import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
 from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLISH
+from tinymqtt.retry import resend_late
 
 
 def next_queued(f):
@@ -56,8 +57,8 @@ def test_a_new_connection_resends_or_ends_each_flow():
 
 def test_the_retry_timer_resends_what_waited_too_long():
     f, i, pid = _flight(1)
-    assert f.retry(150, 100, 1000) == 50 and f.state[i] == SENT
-    assert f.retry(200, 100, 1000) == 1000 and f.state[i] == RESEND and next_queued(f) == i
+    assert resend_late(f, 150, 100, 1000) == 50 and f.state[i] == SENT
+    assert resend_late(f, 200, 100, 1000) == 1000 and f.state[i] == RESEND and next_queued(f) == i
 
 
 def test_a_late_ack_of_the_first_send_ends_a_flow_queued_for_its_resend():

@@ -9,7 +9,7 @@ from tinymqtt.packets import Packet, const  # (const: micropython's, or int on C
 #   publish() -> QUEUED --pump(): PUBLISH--> SENT --PUBACK (QoS 1)---------------------------------> FREE
 #                  | QoS 0: FREE once sent      | --PUBREC (QoS 2)--> RELEASED (PUBREL sent) --PUBCOMP--> FREE
 #                                               | --PUBREC >= 0x80 (refused)-----------------------------> FREE
-#   retry (a new connection keeping the session; the 3.x timer): SENT -> RESEND --pump(): PUBLISH, DUP--> SENT
+#   retry (a new connection keeping the session; the 3.x timer, retry.py): SENT -> RESEND --pump(): PUBLISH, DUP--> SENT
 #                                                                (an ack in RESEND acts as in SENT: a late one)
 #                                                                RELEASED -> RELQ --pump(): PUBREL--> RELEASED
 #   a new connection without the session: SENT, RESEND -> FREE and event LOST (republish_lost: QUEUED, a first
@@ -27,6 +27,7 @@ RELEASED = const(4)
 RELQ = const(5)
 CONTROL = const(6)
 LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
+_RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py, the 3.x timer (tools/deploy/features.py)
 
 
 def ticks_diff(a, b):
@@ -41,14 +42,15 @@ def ticks_diff(a, b):
 
 
 class Inflight:
-    def __init__(self, size, retry_ms):  # the 3.x retry timer may run (retry_ms): a slot keeps when it was sent
+    def __init__(self, size, retry_ms):  # the 3.x retry timer (retry.py) may run: a slot keeps when it was sent
         self.size = size
         self.state = bytearray(size)
         self.qos = bytearray(size)  # 0-2; 3 for CONTROL
         self.retain = bytearray(size)
         self.pid = [0] * size
         self.seq = [0] * size  # publish order: queued messages go out, and resends happen, in this order
-        self.sent_at = retry_ms and [0] * size
+        if _RETRY:
+            self.sent_at = retry_ms and [0] * size
         self.topic = [None] * size
         self.payload = [None] * size
         self.props = [None] * size
@@ -112,7 +114,7 @@ class Inflight:
         # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
         self.unacked += (0x38 >> state & 1) - (0x38 >> self.state[i] & 1)  # (bits 3-5: SENT, RELEASED, RELQ)
         self.state[i] = state
-        if self.sent_at:
+        if _RETRY and self.sent_at:
             self.sent_at[i] = now
         if not state:
             self.topic[i] = self.payload[i] = self.props[i] = None
@@ -141,23 +143,6 @@ class Inflight:
         if st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
             self.requeue()
         return r
-
-    def retry(self, now, ms, wait):
-        """The 3.x retry timer: flows on the wire for ms are sent again. Returns the ms until the next one is
-        due, at most wait."""
-        due = False
-        for i in range(self.size):
-            st = self.state[i]
-            if 0x18 >> st & 1:  # (SENT, RELEASED)
-                left = ms - ticks_diff(now, self.sent_at[i])
-                if left > 0:
-                    wait = min(wait, left)
-                else:
-                    self.mark(i, RESEND if st == SENT else RELQ, 0)
-                    due = True
-        if due:  # (requeue() allocates: only when a flow is resent, not at every tick)
-            self.requeue()
-        return wait
 
     def renew(self, session_present, republish_lost, on_event):
         """A new connection, with the session the server kept (session_present) or without. Tells

@@ -49,6 +49,7 @@ _RELQ = const(5)
 _DISCONNECTED = const(0)
 _CONNECTING = const(1)
 _CONNECTED = const(2)
+_RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py (tools/deploy/features.py)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 
@@ -67,10 +68,14 @@ class Session:
         # (props, session_expiry, send_alias_maximum are Session5's: a 3.x session given one raises TypeError. It
         # takes and ignores topic_alias_maximum, which a full board's config.SESSION passes to any version: 26 B
         # here, 33 B as a pop in driver.new_session. manual_ack: app_acks.py's class takes it before it comes here)
-        if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack:
+        if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack or not _RETRY and retry_ms:
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
-                                           "both when this build has them (profile mqtt311 has neither)")
+                                           "both when this build has them (profile mqtt311 has neither, nor "
+                                           "retry.py, the 3.x timer of retry_ms)")
+        if _RETRY and retry_ms:  # the 3.x timer (files frozen or installed by mip without retry.py: ImportError)
+            from tinymqtt.retry import resend_late  # (imported once: an import in tick() allocates on MicroPython)
+            self._late = resend_late
         self.client_id, self.version = client_id, version  # (two targets a line: 4+ build a tuple on MicroPython)
         self.clean, self.will = clean, will
         self.username, self.password, self.keepalive = username, password, keepalive
@@ -489,8 +494,8 @@ class Session:
             else:
                 idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
                 wait = half if idle >= ka and self.ping(now) else max(ka - idle, 1)
-        if self.retry_ms:  # MQTT 3.x may resend unacknowledged flows on a timer, with DUP set (off by default;
-            wait = self.flights.retry(now, self.retry_ms, min(wait, self.retry_ms))  # 0 in Session5)
+        if _RETRY and self.retry_ms:  # 3.x may resend flows on a timer, with DUP set (retry.py; 0 in Session5)
+            wait = self._late(self.flights, now, self.retry_ms, min(wait, self.retry_ms))
         self.pump()
         return wait
 

@@ -184,6 +184,7 @@ def _join(modules, where, origins, outer, rename):
         tree = ast.parse(text)
         keep = [True] * len(lines)
         extra = {}  # line index -> assignment that replaces a dropped `from ... import X as Y`
+        _inner_imports(tree, names, lines)
         for stmt in tree.body:
             span = range(stmt.lineno - 1, stmt.end_lineno)
             src = _bundled_import(stmt, names)
@@ -265,6 +266,22 @@ _LAZY_GETATTR = """
 def __getattr__(name):
 %s    raise AttributeError(name)
 """
+
+
+def _inner_imports(tree, names, lines):
+    """A function's one-line `from tinymqtt.M import X` of a bundled M (an import only some calls need, such as the
+    3.x retry timer's) becomes `pass`, or `Y = X` for `X as Y`: X is a global of the bundle already, and the
+    import would cost the file the module's name and a lookup at every call."""
+    for fun in ast.walk(tree):
+        if not isinstance(fun, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for stmt in ast.walk(fun):
+            if (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.lineno == stmt.end_lineno
+                    and (stmt.module or "").startswith(PACKAGE + ".") and stmt.module[len(PACKAGE) + 1:] in names):
+                line = lines[stmt.lineno - 1]
+                indent = line[:len(line) - len(line.lstrip())]
+                lines[stmt.lineno - 1] = indent + "; ".join(
+                    ["pass"] + ["%s = %s" % (a.asname, a.name) for a in stmt.names if a.asname]) + "\n"
 
 
 def _bind(name, mod, key, where, origins):

@@ -1,0 +1,23 @@
+# The MQTT 3.x retry timer (Session's retry_ms, off by default; MQTT 5 never uses it): flows on the wire for
+# retry_ms are sent again, a PUBLISH with DUP set, a PUBREL as it was. 3.1.1 requires resends only on a new
+# connection, which the session always does; this timer is for servers that expect more. A build may leave this
+# file out (profile mqtt311): its Session refuses retry_ms with 0x84 (tools/deploy/features.py, _RETRY).
+from tinymqtt.inflight import ticks_diff
+
+
+def resend_late(f, now, ms, wait):
+    """Marks the flows of Inflight f that are on the wire since ms ago for a resend. Returns the ms until the
+    next one is due, at most wait."""
+    due = False
+    for i in range(f.size):
+        st = f.state[i]
+        if 0x18 >> st & 1:  # (SENT, RELEASED)
+            left = ms - ticks_diff(now, f.sent_at[i])
+            if left > 0:
+                wait = min(wait, left)
+            else:
+                f.mark(i, 2 if st == 3 else 5, 0)  # SENT -> RESEND, RELEASED -> RELQ
+                due = True
+    if due:  # (requeue() allocates: only when a flow is resent, not at every tick)
+        f.requeue()
+    return wait
