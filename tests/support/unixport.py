@@ -22,18 +22,20 @@ def available():
 
 def tree(app, dst, board="linux", env=None):
     """Writes the tree for board into dst (the app becomes main.py); returns dst. "esp32-mpy": the esp32 layer
-    with the library as tools/deploy compiles it for the esp32 (bundles, short errors and names, sorted qstrs)."""
+    with the library as tools/deploy compiles it for the esp32 (bundles, short errors and names, sorted qstrs,
+    hooks compiled out); "esp32-mqtt311": the same for profile mqtt311."""
     config = dict(env or {})
     if board != "linux":
         config.update(WIFI)
     tools.sim.assemble(app, dst, "unix", config)
-    if board == "esp32-mpy":
+    if board in ("esp32-mpy", "esp32-mqtt311"):
+        profile = "mqtt311" if board == "esp32-mqtt311" else None
         board = "esp32"
         from tools import boards
         from tools.deploy import library_files
         shutil.rmtree(os.path.join(dst, "lib", "tinymqtt"))
         with tempfile.TemporaryDirectory() as tmp:
-            built = library_files(boards.get("esp32"), tmp)
+            built = library_files(boards.get("esp32", profile=profile), tmp)
         for dest, data, _ in built:
             os.makedirs(os.path.dirname(os.path.join(dst, dest)), exist_ok=True)
             with open(os.path.join(dst, dest), "wb") as f:

@@ -6,11 +6,12 @@
 import json
 
 import config
-from tinymqtt import props as P
 from tinymqtt.client import Client
 from tinymqtt.packets import Packet, PUBLISH
 
 V, N, PREFIX = config.VERSION, config.N, config.PREFIX
+if V == 5:  # (props.py only then: profile mqtt311 has none)
+    from tinymqtt import props as P
 connects, got, orders = [], [], []
 
 

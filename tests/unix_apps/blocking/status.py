@@ -4,14 +4,14 @@
 import json
 
 import config
-from tinymqtt import props as P
 from tinymqtt.client import Client
 from tinymqtt.packets import Packet, PUBLISH
 
 V = config.VERSION
 STATUS = config.PREFIX + "status"
 props = None
-if V == 5:
+if V == 5:  # (props.py only then: profile mqtt311 has none)
+    from tinymqtt import props as P
     props = {P.WILL_DELAY_INTERVAL: 0, P.CONTENT_TYPE: "text/plain", P.USER_PROPERTY: [("board", "sim")]}
 will = Packet(PUBLISH, topic=STATUS, payload=b"offline", qos=1, retain=True, props=props)
 c = Client(config.BROKER_HOST, config.BROKER_PORT, client_id=config.CLIENT_ID, version=V, will=will,
