@@ -241,8 +241,8 @@ class Session:
             q = f.qos[i]
             if q and f.unacked >= window:
                 return
-            t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, self.out_size - self.outlen):
+            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], f.props[i],
+                         self.out_size - self.outlen):
                 return
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
         return not todo
