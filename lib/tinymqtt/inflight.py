@@ -98,7 +98,8 @@ class Inflight:
         for i in range(self.size):
             if self.state[i]:
                 order.append(i)
-        order.sort(key=lambda i: self.seq[i])
+        seq = self.seq  # (the key closes over seq, not self: self stays a plain local here)
+        order.sort(key=lambda i: seq[i])
         for bits in (0x20, 0x6):  # RELQ, then QUEUED and RESEND
             for i in order:
                 if bits >> self.state[i] & 1:
