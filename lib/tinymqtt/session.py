@@ -438,10 +438,10 @@ class Session:
 
     def _deliver(self, p):
         # To the handlers whose filters match, else to on_event; True when a handler took it.
-        hs, hit = self._handlers, False
-        for i in range(len(hs)):
-            if matches(hs[i][0], p.topic):
-                hs[i][1](p)
+        hit = False
+        for f, h in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list as it is: _forget)
+            if matches(f, p.topic):
+                h(p)
                 hit = True
         if not hit:
             self.on_event(_PUBLISH, p, 0)
