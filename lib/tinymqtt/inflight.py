@@ -69,18 +69,21 @@ class Inflight:
         slot, or -1 when every slot is taken."""
         if self.count == self.size:
             return -1
-        size, pid = self.size, self._next_pid
+        size = self.size
+        pid = self._next_pid
         for _ in range(65535):  # the next packet id whose slot is free (a QoS 0 message takes a slot too)
             pid = pid % 65535 + 1
             if not self.state[pid % size]:
                 break
         self._next_pid = pid
         i = pid % size
-        self.state[i] = CONTROL if qos > 2 else QUEUED  # one store a line: MicroPython builds a tuple for 4+ targets
+        self.state[i] = CONTROL if qos > 2 else QUEUED  # one store a line: a tuple assignment costs MicroPython more
         self.qos[i] = qos
         self.retain[i] = retain
         self.pid[i] = pid if qos else 0
-        self.topic[i], self.payload[i], self.props[i] = topic, payload, props
+        self.topic[i] = topic
+        self.payload[i] = payload
+        self.props[i] = props
         self._seq += 1
         self.seq[i] = self._seq
         self.count += 1
