@@ -360,6 +360,7 @@ class Session:
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
+        f = self.flights
         if self.state == _CONNECTED:
             # The common acks, a bare packet id, and PINGRESP, handled without building a Packet, so nothing is
             # allocated. Anything else (packet id 0 too) is read whole below, which validates it.
@@ -384,7 +385,6 @@ class Session:
                     return self._on_connack(p)
                 raise protocol_error("%s before CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
-                f = self.flights
                 i = f.find(p.pid)
                 if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
                     self.unsolicited += 1
@@ -409,7 +409,6 @@ class Session:
                 raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             pid = p.pid
             reason = p.reason
-        f = self.flights
         if t == _PUBREL:
             self._pubrel(pid)
             return
