@@ -67,9 +67,9 @@ class Inflight:
     def add(self, topic, payload, qos, retain, props):
         """Stores a message as QUEUED (qos 3: lends its packet id to a SUBSCRIBE/UNSUBSCRIBE, CONTROL); returns its
         slot, or -1 when every slot is taken."""
-        if self.count == self.size:
-            return -1
         size = self.size
+        if self.count == size:
+            return -1
         pid = self._next_pid
         for _ in range(65535):  # the next packet id whose slot is free (a QoS 0 message takes a slot too)
             pid = pid % 65535 + 1
