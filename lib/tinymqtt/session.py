@@ -520,9 +520,10 @@ class Session:
         a barrier: its PINGRESP means the server has read everything sent before it."""
         if self.pinging or self.out_size - self.outlen < 2:
             return False
-        self.out[self.outlen] = 0xC0
-        self.out[self.outlen + 1] = 0
-        self.outlen += 2
+        i = self.outlen
+        self.out[i] = 0xC0
+        self.out[i + 1] = 0
+        self.outlen = i + 2
         self.last_sent = self._ping_at = now
         self.pinging = True
         return True
