@@ -453,9 +453,9 @@ class Session:
     def _deliver(self, p):
         # To the handlers whose filters match, else to on_event; True when a handler took it.
         hit = False
-        for f, h in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list as it is: _forget)
-            if matches(f, p.topic):
-                h(p)
+        for filt, handler in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list: _forget)
+            if matches(filt, p.topic):
+                handler(p)
                 hit = True
         if not hit:
             self.on_event(_PUBLISH, p, 0)
