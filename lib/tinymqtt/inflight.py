@@ -67,20 +67,23 @@ class Inflight:
     def add(self, topic, payload, qos, retain, props):
         """Stores a message as QUEUED (qos 3: lends its packet id to a SUBSCRIBE/UNSUBSCRIBE, CONTROL); returns its
         slot, or -1 when every slot is taken."""
-        if self.count == self.size:
+        size = self.size
+        if self.count == size:
             return -1
-        size, pid = self.size, self._next_pid
+        pid = self._next_pid
         for _ in range(65535):  # the next packet id whose slot is free (a QoS 0 message takes a slot too)
             pid = pid % 65535 + 1
             if not self.state[pid % size]:
                 break
         self._next_pid = pid
         i = pid % size
-        self.state[i] = CONTROL if qos > 2 else QUEUED  # one store a line: MicroPython builds a tuple for 4+ targets
+        self.state[i] = CONTROL if qos > 2 else QUEUED  # one store a line: a tuple assignment costs MicroPython more
         self.qos[i] = qos
         self.retain[i] = retain
         self.pid[i] = pid if qos else 0
-        self.topic[i], self.payload[i], self.props[i] = topic, payload, props
+        self.topic[i] = topic
+        self.payload[i] = payload
+        self.props[i] = props
         self._seq += 1
         self.seq[i] = self._seq
         self.count += 1
@@ -98,7 +101,8 @@ class Inflight:
         for i in range(self.size):
             if self.state[i]:
                 order.append(i)
-        order.sort(key=lambda i: self.seq[i])
+        seq = self.seq  # (the key closes over seq, not self: self stays a plain local here)
+        order.sort(key=lambda i: seq[i])
         for bits in (0x20, 0x6):  # RELQ, then QUEUED and RESEND
             for i in order:
                 if bits >> self.state[i] & 1:

@@ -76,11 +76,18 @@ class Session:
         if _RETRY and retry_ms:  # the 3.x timer (files frozen or installed by mip without retry.py: ImportError)
             from tinymqtt.retry import resend_late  # (imported once: an import in tick() allocates on MicroPython)
             self._late = resend_late
-        self.client_id, self.version = client_id, version  # (two targets a line: 4+ build a tuple on MicroPython)
-        self.clean, self.will = clean, will
-        self.username, self.password, self.keepalive = username, password, keepalive
-        self.receive_maximum, self.retry_ms = receive_maximum, retry_ms
-        self.republish_lost, self.connect_timeout_ms = republish_lost, connect_timeout_ms
+        # (one target a statement: two or three cost MicroPython a stack rotation each, and 4+ build a tuple)
+        self.client_id = client_id
+        self.version = version
+        self.clean = clean
+        self.will = will
+        self.username = username
+        self.password = password
+        self.keepalive = keepalive
+        self.receive_maximum = receive_maximum
+        self.retry_ms = retry_ms
+        self.republish_lost = republish_lost
+        self.connect_timeout_ms = connect_timeout_ms
         self.on_event = on_event or (lambda ev, value, reason: None)
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
         self.inlen = 0
@@ -89,8 +96,9 @@ class Session:
         # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         self.out = bytearray(out_size or max_packet_size)
-        self.out_size = len(self.out)  # (every room check is out_size - outlen: no len() call each time)
-        self._most = self.out_size  # the largest packet we may send (Session5: the server's Maximum Packet Size too)
+        # out_size: every room check is out_size - outlen, no len() call each time; _most: the largest packet we may
+        # send (Session5: the server's Maximum Packet Size too)
+        self.out_size = self._most = len(self.out)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -207,7 +215,9 @@ class Session:
             # The next SUBSCRIBE: the first filters still subscribed (one unsubscribed meanwhile is skipped), one
             # with properties on its own, the others together while they fit `out` and the server's Maximum
             # Packet Size (encode(None) only counts; the packet id is a stand-in).
-            topics, props, k = [], None, 0
+            topics = []
+            props = None
+            k = 0
             for t in todo:
                 o = self.subs.get(t)
                 if o:
@@ -215,7 +225,8 @@ class Session:
                     if topics and (o[1] or props or encode(None, Packet(_SUBSCRIBE, pid=1, topics=more), self.version)
                                    > self._most):
                         break
-                    topics, props = more, o[1]
+                    topics = more
+                    props = o[1]
                 k += 1
             if topics:
                 p = Packet(_SUBSCRIBE, pid=1, topics=topics, props=props)
@@ -241,8 +252,8 @@ class Session:
             q = f.qos[i]
             if q and f.unacked >= window:
                 return
-            t, pl, pr = f.topic[i], f.payload[i], f.props[i]  # (4+ targets build a tuple on MicroPython)
-            if self._pub(t, pl, q, f.retain[i], st == _RESEND, f.pid[i], pr, self.out_size - self.outlen):
+            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], f.props[i],
+                         self.out_size - self.outlen):
                 return
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
         return not todo
@@ -311,7 +322,9 @@ class Session:
         if n:
             self.inlen += n
             self.last_recv = now
-        buf, end, pos = self.inbuf, self.inlen, 0
+        buf = self.inbuf
+        end = self.inlen
+        pos = 0
         more = False
         o = self._owed
         if o and self.state == _CONNECTED and self.out_size - self.outlen >= 8:
@@ -347,6 +360,7 @@ class Session:
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
         first = buf[pos]
         t = first >> 4
+        f = self.flights
         if self.state == _CONNECTED:
             # The common acks, a bare packet id, and PINGRESP, handled without building a Packet, so nothing is
             # allocated. Anything else (packet id 0 too) is read whole below, which validates it.
@@ -371,12 +385,12 @@ class Session:
                     return self._on_connack(p)
                 raise protocol_error("%s before CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
-                f = self.flights
                 i = f.find(p.pid)
                 if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
                     self.unsolicited += 1
                     return
-                topics, codes = f.topic[i], p.codes
+                topics = f.topic[i]
+                codes = p.codes
                 if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
                     # (checked before the request is let go: a reconnect asks again)
                     raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
@@ -395,7 +409,6 @@ class Session:
                 raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             pid = p.pid
             reason = p.reason
-        f = self.flights
         if t == _PUBREL:
             self._pubrel(pid)
             return
@@ -417,7 +430,8 @@ class Session:
         # Exactly once for QoS 2: the id stays in _rx_pid from our PUBREC until PUBREL, and a PUBLISH with it is a
         # resend, never delivered twice (a DUP-0 one: a server reusing an id still in flight, mosquitto 2.0 past
         # 65535 unacked). A new session empties the table.
-        q, pid = p.qos, p.pid
+        q = p.qos
+        pid = p.pid
         if q == 2:
             if pid in self._rx_pid:
                 if not p.dup:
@@ -438,10 +452,10 @@ class Session:
 
     def _deliver(self, p):
         # To the handlers whose filters match, else to on_event; True when a handler took it.
-        hs, hit = self._handlers, False
-        for i in range(len(hs)):
-            if matches(hs[i][0], p.topic):
-                hs[i][1](p)
+        hit = False
+        for filt, handler in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list: _forget)
+            if matches(filt, p.topic):
+                handler(p)
                 hit = True
         if not hit:
             self.on_event(_PUBLISH, p, 0)
@@ -450,7 +464,8 @@ class Session:
     def _rx_add(self, pid):
         # 3.x servers never hear our Receive Maximum, and mosquitto 2.0 frees a v5 QoS 2 slot at our PUBREC, so
         # the table may overshoot it, up to 64x (min 1024); beyond, 0x93.
-        n, rm = len(self._rx_pid), self.receive_maximum
+        n = len(self._rx_pid)
+        rm = self.receive_maximum
         if n >= max(64 * rm, 1024):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d flows open)" % (rm, n))
         self._rx_pid.add(pid)
@@ -460,7 +475,8 @@ class Session:
         has no room."""
         if self.out_size - self.outlen < 8:
             return False
-        rx, code = self._rx_pid, self._not_found  # an unknown PUBREL still gets its PUBCOMP
+        rx = self._rx_pid
+        code = self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
             rx.remove(pid)
             code = 0
@@ -504,9 +520,10 @@ class Session:
         a barrier: its PINGRESP means the server has read everything sent before it."""
         if self.pinging or self.out_size - self.outlen < 2:
             return False
-        self.out[self.outlen] = 0xC0
-        self.out[self.outlen + 1] = 0
-        self.outlen += 2
+        i = self.outlen
+        self.out[i] = 0xC0
+        self.out[i + 1] = 0
+        self.outlen = i + 2
         self.last_sent = self._ping_at = now
         self.pinging = True
         return True
@@ -517,7 +534,8 @@ class Session:
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK, PUBREC, PUBREL, PUBCOMP), written here in
         # place with MQTT 5's reason code when one is given: no allocation (the caller made room). (No defaults:
         # their tuple would cost board heap.)
-        b, i = self.out, self.outlen
+        b = self.out
+        i = self.outlen
         if pid:
             b[i] = p << 4 | (p == _PUBREL) << 1
             b[i + 1] = 3 if reason else 2
