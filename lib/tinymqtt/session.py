@@ -49,15 +49,18 @@ _RELQ = const(5)
 _DISCONNECTED = const(0)
 _CONNECTING = const(1)
 _CONNECTED = const(2)
-_RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py (tools/deploy/features.py)
+# const(0) in a board build without tinymqtt/retry.py, or without MQTT 5's props.py (tools/deploy/features.py)
+_RETRY = const(1)
+_MQTT5 = const(1)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 
 class Session:
     # What Session5 changes (a 3.x server announces no limits): the server's Receive Maximum, and the reason code
-    # of an ack for a packet id we do not know (Session5: 0x92, where it fits)
-    server_receive_maximum = 65535
-    _not_found = 0
+    # of an ack for a packet id we do not know (Session5: 0x92, where it fits); a build without MQTT 5 needs neither
+    if _MQTT5:
+        server_receive_maximum = 65535
+        _not_found = 0
     props = None  # CONNECT properties (Session5's)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
@@ -68,7 +71,8 @@ class Session:
         # (props, session_expiry, send_alias_maximum are Session5's: a 3.x session given one raises TypeError. It
         # takes and ignores topic_alias_maximum, which a full board's config.SESSION passes to any version: 26 B
         # here, 33 B as a pop in driver.new_session. manual_ack: app_acks.py's class takes it before it comes here)
-        if version != 3 and version != 4 and not hasattr(self, "auth") or manual_ack or not _RETRY and retry_ms:
+        if (version != 3 and version != 4 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
+                or not _RETRY and retry_ms):
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
                                            "both when this build has them (profile mqtt311 has neither, nor "
@@ -234,7 +238,8 @@ class Session:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, topics, props)
             del todo[:k]
-        window = self.server_receive_maximum  # (the slots bound unacked too)
+        if _MQTT5:
+            window = self.server_receive_maximum  # (the slots bound unacked too; 3.x: only they do)
         ring = f.ring  # (inflight.py: QUEUED, RESEND and RELQ slots, oldest first, and stale entries)
         while f.queued:
             i = ring[f.head]
@@ -250,7 +255,7 @@ class Session:
                 self._send(_PUBREL, f.pid[i], 0)
                 continue
             q = f.qos[i]
-            if q and f.unacked >= window:
+            if _MQTT5 and q and f.unacked >= window:
                 return
             if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], f.props[i],
                          self.out_size - self.outlen):
@@ -274,7 +279,7 @@ class Session:
         the messages matching these filters (others go to on_event). Returns the packet id (0 while offline: sent on connect)."""
         for f, o in topics:
             validate_filter(f)
-            if self.version < _V5 and o & ~3:
+            if (not _MQTT5 or self.version < _V5) and o & ~3:
                 raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
         n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (only counts)
         if n > self._most:  # (recorded, it would fail again on every reconnect)
@@ -416,7 +421,7 @@ class Session:
         if r < 0:
             self.unsolicited += 1
             if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
-                self._send(_PUBREL, pid, self._not_found)
+                self._send(_PUBREL, pid, _MQTT5 and self._not_found)
             return
         if not r:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES.split()[t], pid, f.qos[f.find(pid)]))
@@ -476,7 +481,7 @@ class Session:
         if self.out_size - self.outlen < 8:
             return False
         rx = self._rx_pid
-        code = self._not_found  # an unknown PUBREL still gets its PUBCOMP
+        code = _MQTT5 and self._not_found  # an unknown PUBREL still gets its PUBCOMP
         if pid in rx:
             rx.remove(pid)
             code = 0
