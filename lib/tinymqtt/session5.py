@@ -122,7 +122,7 @@ class Session5(Session):
             p = _read_message(self._inmv, pos, pos + total, self._msg, _V5)
             a = p.alias  # (-1 without a Topic Alias)
             if a >= 0:
-                if not 0 < a <= self.topic_alias_maximum:
+                if not a or a > self.topic_alias_maximum:
                     raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
                 if p.topic:
                     self._rx_alias[a] = p.topic
