@@ -242,10 +242,8 @@ def read_publish(mv, i, end, m):
     if not mv[i]:
         return i + 1
     r = Reader(mv, i, end)
-    p = read(r, 3)
-    if p:
-        m.props = p
-        m.alias = p.get(0x23, -1)
+    m.props = p = read(r, 3)  # (never empty: a block of length > 0 holds a property, or read() raises)
+    m.alias = p.get(0x23, -1)
     return r.pos
 
 
