@@ -132,14 +132,14 @@ def put_vbi(b, pos, v):
     """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
     if not 0 <= v <= _MAX_VBI:
         raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
-    while v > 127:
-        if b is not None:
-            b[pos] = v & 0x7F | 0x80
+    while True:  # seven bits a byte, the lowest first; the top bit says another byte follows
+        d = v & 0x7F
         v >>= 7
+        if b is not None:
+            b[pos] = d | 0x80 if v else d
         pos += 1
-    if b is not None:
-        b[pos] = v
-    return pos + 1
+        if not v:
+            return pos
 
 
 def vbi(r, what):
