@@ -254,7 +254,7 @@ def put_fields(b, pos, p):
     t = p.type
     if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
         return put(b, pos, p.props, t, 0)
-    if (p.reason or p.props) and not 11 < t < 14:  # (PINGREQ and PINGRESP carry neither)
+    if (p.reason or p.props) and t != 12 and t != 13:  # (PINGREQ and PINGRESP carry neither)
         pos = put_int(b, pos, p.reason, 1)
         if p.props:
             pos = put(b, pos, p.props, t, 0)
