@@ -8,7 +8,7 @@ class TopicAliases:
         if maximum:  # (none granted: lookup() answers 0 and needs no tables)
             self.alias = {}  # encoded topic -> alias
             self.topic = [None] * (maximum + 1)
-            self.used = [0] * (maximum + 1)
+            self.used = [0] * (maximum + 1)  # alias -> the clock of its last use (0: free)
             self.clock = 0
 
     def lookup(self, topic):
@@ -21,15 +21,10 @@ class TopicAliases:
             self.used[a] = self.clock
             return a
         a = 1
-        for i in range(1, self.max + 1):  # a free alias, else the least recently used one
-            if self.topic[i] is None:
-                a = i
-                break
+        for i in range(2, self.max + 1):  # the least recently used alias: a free one (0) first, the lowest
             if self.used[i] < self.used[a]:
                 a = i
-        old = self.topic[a]
-        if old is not None:
-            del self.alias[old]
+        self.alias.pop(self.topic[a], None)  # (its old topic, if any, loses it)
         self.topic[a], self.used[a] = topic, self.clock
         self.alias[topic] = a
         return -a

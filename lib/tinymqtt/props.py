@@ -132,14 +132,14 @@ def put_vbi(b, pos, v):
     """Writes a Variable Byte Integer (a property length, identifier or Subscription Identifier)."""
     if not 0 <= v <= _MAX_VBI:
         raise LocalProtocolError(0x95, "%d does not fit a Variable Byte Integer" % v)
-    while v > 127:
-        if b is not None:
-            b[pos] = v & 0x7F | 0x80
+    while True:  # seven bits a byte, the lowest first; the top bit says another byte follows
+        d = v & 0x7F
         v >>= 7
+        if b is not None:
+            b[pos] = d | 0x80 if v else d
         pos += 1
-    if b is not None:
-        b[pos] = v
-    return pos + 1
+        if not v:
+            return pos
 
 
 def vbi(r, what):
@@ -242,10 +242,8 @@ def read_publish(mv, i, end, m):
     if not mv[i]:
         return i + 1
     r = Reader(mv, i, end)
-    p = read(r, 3)
-    if p:
-        m.props = p
-        m.alias = p.get(0x23, -1)
+    m.props = p = read(r, 3)  # (never empty: a block of length > 0 holds a property, or read() raises)
+    m.alias = p.get(0x23, -1)
     return r.pos
 
 
@@ -256,7 +254,7 @@ def put_fields(b, pos, p):
     t = p.type
     if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
         return put(b, pos, p.props, t, 0)
-    if (p.reason or p.props) and not 11 < t < 14:  # (PINGREQ and PINGRESP carry neither)
+    if (p.reason or p.props) and t != 12 and t != 13:  # (PINGREQ and PINGRESP carry neither)
         pos = put_int(b, pos, p.reason, 1)
         if p.props:
             pos = put(b, pos, p.props, t, 0)

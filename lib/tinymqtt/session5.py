@@ -3,7 +3,7 @@
 # choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode_publish, read_packet, v5
-from tinymqtt.packets import read_publish as read_message  # (props has a read_publish: one namespace when bundled)
+from tinymqtt.packets import read_publish as _read_message  # (props has a read_publish: one namespace when bundled)
 from tinymqtt.session import Session, const
 from tinymqtt.wire import vbi_len
 from tinymqtt.aliases import TopicAliases
@@ -119,10 +119,10 @@ class Session5(Session):
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
         if t == _PUBLISH and self.state != _CONNECTING:
-            p = read_message(self._inmv, pos, pos + total, self._msg, _V5)
+            p = _read_message(self._inmv, pos, pos + total, self._msg, _V5)
             a = p.alias  # (-1 without a Topic Alias)
             if a >= 0:
-                if not 0 < a <= self.topic_alias_maximum:
+                if not a or a > self.topic_alias_maximum:
                     raise RemoteProtocolError(0x94, "topic alias %d outside 1..%d" % (a, self.topic_alias_maximum))
                 if p.topic:
                     self._rx_alias[a] = p.topic
