@@ -38,15 +38,18 @@ def new_session(on_event, **options):
     ack()) or None (the asyncio client's: those no handler takes, once taken from its queue); False: none.
     (No default argument for version: its tuple would cost board heap.)"""
     S = Session
-    try:
-        if options.setdefault("version", 5) == 5:
-            if _MQTT5:
-                from tinymqtt.session5 import Session5 as S
-        if _APP_ACKS and options.get("manual_ack", 0) != 0:  # messages the application acknowledges itself (True; None: aio)
-            from tinymqtt.app_acks import extended
-            S = extended(S)
-    except ImportError:  # profile mqtt311 ships neither: Session refuses version=5 and manual_ack with 0x84
-        pass
+    if _MQTT5 or _APP_ACKS:
+        try:
+            if options.setdefault("version", 5) == 5:
+                if _MQTT5:
+                    from tinymqtt.session5 import Session5 as S
+            if _APP_ACKS and options.get("manual_ack", 0) != 0:  # the application acknowledges (True; None: aio)
+                from tinymqtt.app_acks import extended
+                S = extended(S)
+        except ImportError:  # profile mqtt311's files, frozen or installed by mip: Session refuses both with 0x84
+            pass
+    else:  # a build without either module (deploy's mqtt311): no try to carry; Session refuses version=5 with 0x84
+        options.setdefault("version", 5)
     return S(on_event=on_event, **options)
 
 
