@@ -42,7 +42,7 @@ class Client(Driver):
                     break
             if not self.wait_for(-1, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
-        if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
+        if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)
             self._io(-1)
         return pid
 
