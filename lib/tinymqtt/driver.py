@@ -99,11 +99,11 @@ class Driver:
             # (value: a Packet); kept while awaited, and a failure until wait_for() asks. (DISCONNECT, AUTH: their
             # Packet's pid is 0, which is never awaited)
             d, pid, r = self._done, value, reason
+            if ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
+                r = 0
             if ev > _PUBCOMP:
                 pid = value.pid
                 r = _GONE if ev == _LOST else value
-            elif ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
-                r = 0
             if pid in d or type(r) is int and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
                 d[pid] = r  # asked about, no more are kept; on_event had each)
         if self.on_event:
