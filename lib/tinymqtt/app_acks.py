@@ -58,7 +58,9 @@ class AppAcks:
         return True
 
     def _on_publish(self, p):
-        q, pid, held = p.qos, p.pid, self._held
+        q = p.qos
+        pid = p.pid
+        held = self._held
         if pid in held:  # a resend of a message the application holds (QoS 0 has pid 0, which is never held)
             if not p.dup:
                 self.reused += 1

@@ -68,8 +68,12 @@ class Driver:
 
     def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
                  backoff_max_ms=30000, batch=False, port_impl=None, **options):
-        self.host, self.port, self.tls = host, port, tls
-        self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.reconnect = reconnect
+        self.backoff_min_ms = backoff_min_ms
+        self.backoff_max_ms = backoff_max_ms
         self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
         if not port_impl:  # the board's (or Linux's) port module, deployed next to the library
             import tinymqtt_port as port_impl
@@ -98,7 +102,9 @@ class Driver:
         else:  # a flow ended: PUBACK, PUBREC (refused), PUBCOMP (value: the packet id) or SUBACK, UNSUBACK, LOST
             # (value: a Packet); kept while awaited, and a failure until wait_for() asks. (DISCONNECT, AUTH: their
             # Packet's pid is 0, which is never awaited)
-            d, pid, r = self._done, value, reason
+            d = self._done
+            pid = value
+            r = reason
             if ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
                 r = 0
             if ev > _PUBCOMP:
@@ -120,7 +126,8 @@ class Driver:
 
     def _write(self):
         # Every pending packet (each batch in one write), then what the session queued behind them.
-        s, t = self.session, self.transport
+        s = self.session
+        t = self.transport
         while s.outlen and t:
             n = s.outlen
             s.outlen = 0
