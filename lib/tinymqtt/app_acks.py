@@ -45,7 +45,7 @@ class AppAcks:
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
         q = self._held.get(pid)
-        if q is None:
+        if not q:  # (a held QoS is 1 or 2, a copy a tuple: never false)
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
@@ -82,7 +82,7 @@ class AppAcks:
     def _pubrel(self, pid):
         if pid in self._held:
             raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
-        if self.hold_pubrel is None or not self.hold_pubrel(pid):
+        if not self.hold_pubrel or not self.hold_pubrel(pid):
             self.complete(pid)
 
     def _packet(self, buf, pos, total, pid, reason):
@@ -109,6 +109,6 @@ _made = {}
 def extended(base):
     """The class of base (Session or Session5) with AppAcks: built once, then reused."""
     c = _made.get(base)
-    if c is None:
+    if not c:
         c = _made[base] = type(base.__name__, (AppAcks, base), {"_base": base})
     return c
