@@ -40,7 +40,7 @@ class AppAcks:
         has no room (write it, then ack again)."""
         e = self._held
         h = e.get(msg.pid)
-        return h is not msg and (type(h) is not int or getattr(msg, "_era", e) is not e) or self._pay(msg.pid)
+        return h is not msg and (not isinstance(h, int) or getattr(msg, "_era", e) is not e) or self._pay(msg.pid)
 
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
@@ -50,7 +50,7 @@ class AppAcks:
         if len(self.out) - self.outlen < 8:
             return False
         del self._held[pid]
-        if type(q) is not int:  # a driver's copy
+        if not isinstance(q, int):  # a driver's copy
             q = q.qos
         if q == 2:
             self._rx_add(pid)

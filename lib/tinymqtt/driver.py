@@ -110,7 +110,7 @@ class Driver:
             if ev > _PUBCOMP:
                 pid = value.pid
                 r = _GONE if ev == _LOST else value
-            if pid in d or type(r) is int and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
+            if pid in d or isinstance(r, int) and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
                 d[pid] = r  # asked about, no more are kept; on_event had each)
         if self.on_event:
             self.on_event(ev, value, reason)
@@ -119,7 +119,7 @@ class Driver:
         # How the flow of pid ended, taken from the table (None: not recorded, or the client closed); raises
         # NotDelivered for a message the server refused or that was lost with the session.
         r = self._done.pop(pid, None)
-        if type(r) is int and r >= 0x80:
+        if isinstance(r, int) and r >= 0x80:
             raise NotDelivered(r & 0xFF, "packet id %d %s" % (pid, "refused by the server" if r < _GONE
                                else "lost: the server no longer has the session"), pid)
         return r
