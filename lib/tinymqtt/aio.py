@@ -300,5 +300,5 @@ class AsyncClient(Driver):
         await self.connect()
         return self
 
-    async def __aexit__(self, *exc):
-        await self.disconnect()
+    def __aexit__(self, *exc):
+        return self.disconnect()  # (the coroutine `async with` awaits: no coroutine of its own around it)
