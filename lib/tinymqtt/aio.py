@@ -265,12 +265,11 @@ class AsyncClient(Driver):
 
     async def _ticker(self):
         s = self.session
-        p = self.p
         while not self._closed:
             wait = 1000
             if self.transport:
                 try:
-                    wait = s.tick(p.ticks_ms())
+                    wait = s.tick(self.p.ticks_ms())
                     if s.outlen:  # a PINGREQ, a retry
                         await self.flush()
                 except LINK_ERRORS as e:

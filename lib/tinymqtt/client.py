@@ -84,8 +84,8 @@ class Client(Driver):
     def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
         offline: the subscription is made on connect)."""
-        topics = [(topic, qos)] if isinstance(topic, str) else topic
-        return self._request(self.session.subscribe(topics, props, handler), timeout)
+        return self._request(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
+                                                    handler), timeout)
 
     def unsubscribe(self, topic, props=None, timeout=10):
         return self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props), timeout)

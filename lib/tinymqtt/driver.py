@@ -77,13 +77,13 @@ class Driver:
         self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
         if not port_impl:  # the board's (or Linux's) port module, deployed next to the library
             import tinymqtt_port as port_impl
-        self.p = p = port_impl
+        self.p = port_impl
         self.session = new_session(self._event, **options)
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
         # someone awaits it (... until then: Ellipsis, a constant that costs no global), and the reason code of
         # every QoS 1/2 message refused (_GONE: lost), kept until asked
         self._done = {}
-        self._next_try = p.ticks_ms()  # when the next reconnect may start
+        self._next_try = port_impl.ticks_ms()  # when the next reconnect may start
 
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:
