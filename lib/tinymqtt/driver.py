@@ -48,7 +48,7 @@ def new_session(on_event, **options):
                 S = extended(S)
         except ImportError:  # profile mqtt311's files, frozen or installed by mip: Session refuses both with 0x84
             pass
-    else:  # a build without either module (deploy's mqtt311): no try to carry; Session refuses version=5 with 0x84
+    else:  # a build with neither module (deploy's mqtt311) carries no try: Session refuses 5 and manual_ack (0x84)
         options.setdefault("version", 5)
     return S(on_event=on_event, **options)
 
