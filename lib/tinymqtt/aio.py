@@ -180,7 +180,9 @@ class AsyncClient(Driver):
             self._changed.clear()
             await self._changed.wait()
         # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.
-        box, i, s = self._inbox, self._inbox_head, self.session
+        box = self._inbox
+        i = self._inbox_head
+        s = self.session
         m = box[i]
         box[i] = None
         self._inbox_head = (i + 1) % len(box)
@@ -231,7 +233,8 @@ class AsyncClient(Driver):
     # The two tasks: each runs until the client stops; an error that is not the link's stops the client (_end).
 
     async def _reader(self):
-        s, p = self.session, self.p
+        s = self.session
+        p = self.p
         while not self._closed:
             st = self.transport
             try:
@@ -261,12 +264,12 @@ class AsyncClient(Driver):
                 raise
 
     async def _ticker(self):
-        s, p = self.session, self.p
+        s = self.session
         while not self._closed:
             wait = 1000
             if self.transport:
                 try:
-                    wait = s.tick(p.ticks_ms())
+                    wait = s.tick(self.p.ticks_ms())
                     if s.outlen:  # a PINGREQ, a retry
                         await self.flush()
                 except LINK_ERRORS as e:
@@ -279,7 +282,8 @@ class AsyncClient(Driver):
     def _event(self, ev, value, reason):
         # (3: PUBLISH, tinymqtt.packets' type; a literal: no const to import, which would cost aio.mpy a global)
         if ev == 3:  # the session reuses the message and its buffer once this returns: keep a copy
-            box, n = self._inbox, self._inbox_n
+            box = self._inbox
+            n = self._inbox_n
             m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
                                                                  value.retain, value.dup, value.pid, value.props)
             if m.qos:  # held by app_acks.py: only this copy acknowledges it (not one from a lost session)
@@ -295,5 +299,5 @@ class AsyncClient(Driver):
         await self.connect()
         return self
 
-    async def __aexit__(self, *exc):
-        await self.disconnect()
+    def __aexit__(self, *exc):
+        return self.disconnect()  # (the coroutine `async with` awaits: no coroutine of its own around it)

@@ -40,17 +40,17 @@ class AppAcks:
         has no room (write it, then ack again)."""
         e = self._held
         h = e.get(msg.pid)
-        return h is not msg and (type(h) is not int or getattr(msg, "_era", e) is not e) or self._pay(msg.pid)
+        return h is not msg and (not isinstance(h, int) or getattr(msg, "_era", e) is not e) or self._pay(msg.pid)
 
     def _pay(self, pid):
         # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
         q = self._held.get(pid)
-        if q is None:
+        if not q:  # (a held QoS is 1 or 2, a copy a tuple: never false)
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
         del self._held[pid]
-        if type(q) is not int:  # a driver's copy
+        if not isinstance(q, int):  # a driver's copy
             q = q.qos
         if q == 2:
             self._rx_add(pid)
@@ -58,7 +58,9 @@ class AppAcks:
         return True
 
     def _on_publish(self, p):
-        q, pid, held = p.qos, p.pid, self._held
+        q = p.qos
+        pid = p.pid
+        held = self._held
         if pid in held:  # a resend of a message the application holds (QoS 0 has pid 0, which is never held)
             if not p.dup:
                 self.reused += 1
@@ -80,7 +82,7 @@ class AppAcks:
     def _pubrel(self, pid):
         if pid in self._held:
             raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
-        if self.hold_pubrel is None or not self.hold_pubrel(pid):
+        if not self.hold_pubrel or not self.hold_pubrel(pid):
             self.complete(pid)
 
     def _packet(self, buf, pos, total, pid, reason):
@@ -107,6 +109,6 @@ _made = {}
 def extended(base):
     """The class of base (Session or Session5) with AppAcks: built once, then reused."""
     c = _made.get(base)
-    if c is None:
+    if not c:
         c = _made[base] = type(base.__name__, (AppAcks, base), {"_base": base})
     return c

@@ -42,7 +42,7 @@ class Client(Driver):
                     break
             if not self.wait_for(-1, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
-        if not self.batch or s.outlen > len(s.out) // 2:  # (offline: nothing to write)
+        if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)
             self._io(-1)
         return pid
 
@@ -53,7 +53,8 @@ class Client(Driver):
         # (Inside the client pid may also be -1: until an in-flight slot is free; -2: until CONNACK, raising
         # the link's error if it closes; -3: loop(), one turn. A SUBSCRIBE's or UNSUBSCRIBE's returns its ack's
         # codes, or True when its slot went with the link: the new connection asks again.)
-        p, f, c = self.p, self.session.flights, self._ms
+        f = self.session.flights
+        c = self._ms
         ms = c.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
         if ms is None:
             ms = int(timeout * 1000)
@@ -61,7 +62,7 @@ class Client(Driver):
                 c[timeout] = ms
         if pid == -3:
             return self._io(ms)
-        start = p.ticks_ms()
+        start = self.p.ticks_ms()
         while True:
             if pid >= 0 and f.find(pid) < 0:
                 return getattr(self._outcome(pid), "codes", True)  # (a SUBSCRIBE's: its SUBACK's)
@@ -73,7 +74,7 @@ class Client(Driver):
                                      % (e or "disconnect() was called"))
             if f.count < f.size if pid == -1 else pid == -2 and self.session.state == 2:  # (CONNECTED)
                 return True
-            left = ms - ticks_diff(p.ticks_ms(), start)
+            left = ms - ticks_diff(self.p.ticks_ms(), start)
             if left <= 0:
                 return False
             self._io(left)
@@ -83,8 +84,8 @@ class Client(Driver):
     def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
         offline: the subscription is made on connect)."""
-        topics = [(topic, qos)] if isinstance(topic, str) else topic
-        return self._request(self.session.subscribe(topics, props, handler), timeout)
+        return self._request(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
+                                                    handler), timeout)
 
     def unsubscribe(self, topic, props=None, timeout=10):
         return self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props), timeout)
@@ -128,7 +129,9 @@ class Client(Driver):
         # its backoff is due); -1: flush; -2: open the connection. Whatever ends the link (a transport error, a
         # protocol error, a dead link) closes it here; the session keeps its state and the next loop()
         # reconnects after the backoff. (One method taking an int: a bound method or a closure would allocate.)
-        s, p, t = self.session, self.p, self.transport
+        s = self.session
+        p = self.p
+        t = self.transport
         try:
             if ms >= 0:
                 if t:

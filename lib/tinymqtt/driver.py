@@ -38,15 +38,18 @@ def new_session(on_event, **options):
     ack()) or None (the asyncio client's: those no handler takes, once taken from its queue); False: none.
     (No default argument for version: its tuple would cost board heap.)"""
     S = Session
-    try:
-        if options.setdefault("version", 5) == 5:
-            if _MQTT5:
-                from tinymqtt.session5 import Session5 as S
-        if _APP_ACKS and options.get("manual_ack", 0) != 0:  # messages the application acknowledges itself (True; None: aio)
-            from tinymqtt.app_acks import extended
-            S = extended(S)
-    except ImportError:  # profile mqtt311 ships neither: Session refuses version=5 and manual_ack with 0x84
-        pass
+    if _MQTT5 or _APP_ACKS:
+        try:
+            if options.setdefault("version", 5) == 5:
+                if _MQTT5:
+                    from tinymqtt.session5 import Session5 as S
+            if _APP_ACKS and options.get("manual_ack", 0) != 0:  # the application acknowledges (True; None: aio)
+                from tinymqtt.app_acks import extended
+                S = extended(S)
+        except ImportError:  # profile mqtt311's files, frozen or installed by mip: Session refuses both with 0x84
+            pass
+    else:  # a build with neither module (deploy's mqtt311) carries no try: Session refuses 5 and manual_ack (0x84)
+        options.setdefault("version", 5)
     return S(on_event=on_event, **options)
 
 
@@ -65,18 +68,22 @@ class Driver:
 
     def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
                  backoff_max_ms=30000, batch=False, port_impl=None, **options):
-        self.host, self.port, self.tls = host, port, tls
-        self.reconnect, self.backoff_min_ms, self.backoff_max_ms = reconnect, backoff_min_ms, backoff_max_ms
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.reconnect = reconnect
+        self.backoff_min_ms = backoff_min_ms
+        self.backoff_max_ms = backoff_max_ms
         self.batch = batch  # (blocking) True: publish() leaves packets in the buffer until it fills or loop() runs
         if not port_impl:  # the board's (or Linux's) port module, deployed next to the library
             import tinymqtt_port as port_impl
-        self.p = p = port_impl
+        self.p = port_impl
         self.session = new_session(self._event, **options)
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
         # someone awaits it (... until then: Ellipsis, a constant that costs no global), and the reason code of
         # every QoS 1/2 message refused (_GONE: lost), kept until asked
         self._done = {}
-        self._next_try = p.ticks_ms()  # when the next reconnect may start
+        self._next_try = port_impl.ticks_ms()  # when the next reconnect may start
 
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:
@@ -95,13 +102,15 @@ class Driver:
         else:  # a flow ended: PUBACK, PUBREC (refused), PUBCOMP (value: the packet id) or SUBACK, UNSUBACK, LOST
             # (value: a Packet); kept while awaited, and a failure until wait_for() asks. (DISCONNECT, AUTH: their
             # Packet's pid is 0, which is never awaited)
-            d, pid, r = self._done, value, reason
+            d = self._done
+            pid = value
+            r = reason
+            if ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
+                r = 0
             if ev > _PUBCOMP:
                 pid = value.pid
                 r = _GONE if ev == _LOST else value
-            elif ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
-                r = 0
-            if pid in d or type(r) is int and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
+            if pid in d or isinstance(r, int) and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
                 d[pid] = r  # asked about, no more are kept; on_event had each)
         if self.on_event:
             self.on_event(ev, value, reason)
@@ -110,14 +119,15 @@ class Driver:
         # How the flow of pid ended, taken from the table (None: not recorded, or the client closed); raises
         # NotDelivered for a message the server refused or that was lost with the session.
         r = self._done.pop(pid, None)
-        if type(r) is int and r >= 0x80:
+        if isinstance(r, int) and r >= 0x80:
             raise NotDelivered(r & 0xFF, "packet id %d %s" % (pid, "refused by the server" if r < _GONE
                                else "lost: the server no longer has the session"), pid)
         return r
 
     def _write(self):
         # Every pending packet (each batch in one write), then what the session queued behind them.
-        s, t = self.session, self.transport
+        s = self.session
+        t = self.transport
         while s.outlen and t:
             n = s.outlen
             s.outlen = 0
