@@ -15,7 +15,9 @@ class MQTTError(Exception):
     # NotDelivered: `pid` is the message's packet id (0 for every other error).
     def __init__(self, reason, msg="", pid=0):
         super().__init__(reason, msg)
-        self.reason, self.msg, self.pid = reason, msg, pid
+        self.reason = reason
+        self.msg = msg
+        self.pid = pid
 
     def __str__(self):
         # "message (0x81 malformed packet)"; a board leaves the names out (reasons.py): "PUBLISH (0x81)"

@@ -7,25 +7,13 @@
 # (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py, and so
 # is decode(), the general decoder of any packet into a new Packet (tools, tests). Importing cli_codec.py makes
 # packets.encode write both halves and adds packets.decode.
-from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const  # (const: micropython's; int on CPython)
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const, protocol_error  # (const: micropython's)
 from tinymqtt.wire import put, put_str, utf8, vbi_len
 
-P = None  # tinymqtt.props once a v5 packet needs it (v5() below)
-
-
-def v5():
-    """The MQTT 5 properties module, imported on first use; a build without it (profile mqtt311) refuses v5."""
-    global P
-    if P is None:
-        try:
-            from tinymqtt import props as P
-        except ImportError:
-            raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)") from None
-    return P
-
-# read_publish's cache of the last 8 new topics, newest first: [k] a topic's bytes, [k + 8] the same topic as str
-# (b"" matches no topic). CPython decodes each topic, which is cheaper there: None.
-_TOPICS = None if const is int else [b""] * 16
+# read_publish's cache of the last 8 new topics, a ring: [k] a topic's bytes, [k + 8] the same topic as str (b""
+# matches no topic), [16] the slot of the oldest, which the next new topic takes. CPython decodes each topic, which
+# is cheaper there: False.
+_TOPICS = const is not int and [b""] * 16 + [0]
 
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -48,28 +36,48 @@ _V5 = const(5)
 # heap than a list of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
 NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
          "PINGREQ PINGRESP DISCONNECT AUTH")
-# The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (these
-# bits), 0000 for the others: (_FLAGS2 >> t & 1) << 1.
-_FLAGS2 = const(0x540)
+# The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (bits 7, 9
+# and 11, one above each type), 0000 for the others: _FLAGS2 >> t & 2.
+_FLAGS2 = const(0xA80)
 # The largest packet the protocol can express, a 4-byte Remaining Length of 2**28 - 1: frame()'s default limit
 # (packets.MAX_PACKET for tools and tests once cli_codec.py is imported).
 _MAX_PACKET = const(268435460)
+
+
+if _MQTT5:
+    P = None  # tinymqtt.props once a v5 packet needs it (v5())
+
+    def v5():
+        """The MQTT 5 properties module, imported on first use; a build without it refuses v5."""
+        global P
+        if not P:
+            try:
+                from tinymqtt import props as P
+            except ImportError:
+                raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)") from None
+        return P
+else:  # a board build whose file set lacks props.py (profile mqtt311)
+    def v5():
+        raise LocalProtocolError(0x84, "MQTT 5 is not in this build (no tinymqtt/props)")
 
 
 def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone); and
-    # decode(), which is the host-only server half's.
-    if name == "sub_options":  # (a build without MQTT 5 refuses it: v5() raises 0x84)
-        return v5().sub_options
+    # decode(), which is the host-only server half's. (A build without MQTT 5 refuses sub_options: v5() raises 0x84.
+    # The attribute stands before the str so that the compiler has "sub_options" as a name already, and the str
+    # becomes that qstr instead of a 14-byte str constant of its own.)
+    o = v5().sub_options if name == "sub_options" else 0
+    if o:
+        return o
     if _HOST and name == "decode":  # any packet, the server's half too: host tools' (cli_codec.py; a board has none)
         import tinymqtt.cli_codec  # (its install() sets this module's decode)
         return globals()[name]
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
     if name in n[1:]:
         i = n.index(name)
-        return i - 13 if i > 15 else i
+        return i - 13 * (i > 15)
     raise AttributeError(name)
 
 
@@ -108,13 +116,14 @@ def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
             return 0
         d = buf[pos + i]
         rl |= (d & 0x7F) << (7 * i - 7)
-        if not d & 0x80:
+        if not d >> 7:  # (its last byte)
             if not d and i > 1:  # [MQTT-1.5.5-1]: the fewest bytes that hold the value
                 raise RemoteProtocolError(0x81, "Remaining Length in non-minimal form")
-            if i + 1 + rl > max_packet_size:
+            rl += i + 1  # (the whole packet's length)
+            if rl > max_packet_size:
                 raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
-                                          % (i + 1 + rl, max_packet_size))
-            return i + 1 + rl
+                                          % (rl, max_packet_size))
+            return rl
     raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
 
@@ -127,16 +136,16 @@ def read_packet(mv, pos, end, p, version):
     RemoteProtocolError."""
     t = p.type
     f = mv[pos] & 15
-    g = (_FLAGS2 >> t & 1) << 1
+    g = _FLAGS2 >> t & 2
     if version == _V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= g and 6
     if not t or f != g:
         raise RemoteProtocolError(0x81, "reserved packet type %d, or %s with fixed header flags %s"
                                   % (t, NAMES.split()[t], bin(f)))
     i = pos + 2
-    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+    while mv[i - 1] >> 7:  # past the Remaining Length, which frame() checked
         i += 1
-    if 1 < t < _PINGREQ:  # two bytes: CONNACK's flags and return code (v5: reason code), the others' packet id
+    if 0xFFC >> t & 1:  # types 2-11, two bytes: CONNACK's flags and return code (v5: reason code), else a packet id
         if i + 2 > end:
             raise RemoteProtocolError(0x81, "packet ends inside CONNACK's flags and return code, or the packet "
                                             "identifier")
@@ -149,12 +158,12 @@ def read_packet(mv, pos, end, p, version):
             if c > 1 or (d > 5 and version < _V5):
                 raise RemoteProtocolError(0x81, "reserved CONNACK flag bits %s or return code %d" % (bin(c), d))
             if c and d:
-                raise RemoteProtocolError(0x82, "CONNACK refuses the connection but says session present")
+                raise protocol_error("CONNACK refuses the connection but says session present")
             p.session_present = c == 1
             p.reason = d
         else:
-            p.pid = c << 8 | d
-            if not p.pid:
+            p.pid = c = c << 8 | d
+            if not c:
                 raise RemoteProtocolError(0x81, "packet identifier 0")
     if not _MQTT5 and version == _V5:
         v5()  # (raises: this build has no MQTT 5)
@@ -166,86 +175,86 @@ def read_packet(mv, pos, end, p, version):
             p.codes = list(c)
             # what strip() leaves holds a code 3.x does not know: 3.1 grants QoS 0-2, 3.1.1 adds 0x80 (failure)
             if not c or c.strip(b"\0\1\2\x80"[:version]):
-                raise RemoteProtocolError(0x82, "SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
+                raise protocol_error("SUBACK without return codes, or with one other than 0-2 (3.1.1: 0x80)")
         elif c or t == _AUTH:
             raise RemoteProtocolError(0x81, "%s: %d unexpected bytes at its end, or a type 3.x does not have"
                                       % (NAMES.split()[t], end - i))
     return i
 
 
-def read_publish(mv, pos, end, m, version):
-    """Reads the PUBLISH framed at mv[pos:end] into Packet m and returns m (the session reuses one m, so this is
+def read_publish(mv, pos, end, p, version):
+    """Reads the PUBLISH framed at mv[pos:end] into Packet p and returns p (the session reuses one p, so this is
     its receive path): on MicroPython nothing is allocated but the payload view when the topic was read lately
-    and the properties are none or a Topic Alias alone (m.alias; m.props stays None). Raises RemoteProtocolError.
+    and the properties are none or a Topic Alias alone (p.alias; p.props stays None). Raises RemoteProtocolError.
     A topic read lately is recognised by its bytes on MicroPython (_TOPICS, a pure cache: bytes in, the validated
     str out), so a steady stream of messages builds no str."""
     f = mv[pos] & 15
     q = f >> 1 & 3
-    if q == 3 or (f & 8 and not q):
+    if 0xC3C0 >> f & 1:  # QoS 3 (flags 6, 7, 14, 15), or DUP on QoS 0 (8, 9)
         raise RemoteProtocolError(0x81, "PUBLISH with QoS 3, or DUP on QoS 0")
     i = pos + 2
-    while mv[i - 1] & 0x80:  # past the Remaining Length, which frame() checked
+    while mv[i - 1] >> 7:  # past the Remaining Length, which frame() checked
         i += 1
     ts = i + 2
-    te = ts + (mv[i] << 8 | mv[i + 1]) if ts <= end else ts
-    if te > end:
+    if ts > end or (te := ts + (mv[i] << 8 | mv[i + 1])) > end:
         raise RemoteProtocolError(0x81, "packet ends inside the topic name or its length")
     s = ""
-    if te > ts:
-        s = None
-        if _TOPICS:
-            n = te - ts
-            for k in range(8):
-                b = _TOPICS[k]
-                if len(b) == n:
-                    j = 0
-                    while j < n and b[j] == mv[ts + j]:
-                        j += 1
-                    if j == n:
-                        s = _TOPICS[k + 8]
+    n = te - ts
+    if n:
+        k = _TOPICS and 8  # (CPython: False)
+        while k:
+            k -= 1
+            b = _TOPICS[k]
+            j = len(b)
+            if j == n:
+                while j:
+                    j -= 1
+                    if b[j] != mv[ts + j]:
                         break
-        if s is None:
-            s = utf8(mv, ts, te, "topic name")
+                else:
+                    s = _TOPICS[k + 8]
+                    break
+        else:  # a new topic (or CPython)
+            s = utf8(mv, ts, te, None)  # (None: "topic name" in its message)
             if "+" in s or "#" in s:
                 raise RemoteProtocolError(0x90, "wildcard in topic name %r" % s)
-            if _TOPICS:  # the oldest goes (the list keeps its room: only the bytes are allocated, first)
-                b = bytes(mv[ts:te])
-                _TOPICS.pop()
-                _TOPICS.insert(8, s)
-                _TOPICS.pop(7)
-                _TOPICS.insert(0, b)
+            if _TOPICS:  # it replaces the oldest (only the bytes are allocated)
+                k = _TOPICS[16]
+                _TOPICS[k] = bytes(mv[ts:te])
+                _TOPICS[k + 8] = s
+                _TOPICS[16] = k + 1 & 7
     i = te
-    m.pid = 0
+    p.pid = 0
     if q:
         i += 2
-        m.pid = mv[te] << 8 | mv[te + 1] if i <= end else 0
-        if not m.pid:
+        if i > end or not (c := mv[te] << 8 | mv[te + 1]):
             raise RemoteProtocolError(0x81, "packet identifier 0, or the packet ends inside it")
-    m.props = None
-    m.alias = -1
+        p.pid = c
+    p.props = None
+    p.alias = -1
     if not _MQTT5 and version == _V5:
         v5()  # (raises: this build has no MQTT 5)
     if _MQTT5 and version == _V5:
-        i = v5().read_publish(mv, i, end, m)  # its properties: m.props, m.alias
-    if not s and m.alias < 0:
-        raise RemoteProtocolError(0x82, "empty topic name without a topic alias")
-    m.topic = s
-    m.qos = q
-    m.dup = f & 8 != 0
-    m.retain = f & 1 != 0
-    m.payload = mv[i:end]
-    return m
+        i = v5().read_publish(mv, i, end, p)  # its properties: p.props, p.alias
+    if not s and (not _MQTT5 or p.alias < 0):  # (a build without MQTT 5 has no aliases: -1)
+        raise protocol_error("empty topic name without a topic alias")
+    p.topic = s
+    p.qos = q
+    p.dup = f > 7  # (bit 3 of the 4)
+    p.retain = f & 1 != 0
+    p.payload = mv[i:end]
+    return p
 
 
 # ---------------------------------------------------------------- encoding
 
-def _header(buf, off, first, n):
-    # The fixed header of a packet whose body is n bytes long: the type and flags byte, the Remaining Length.
+def _header(buf, off, v, n):
+    # The fixed header of a packet whose body is n bytes long: the type and flags byte v, the Remaining Length.
     if off + 1 + vbi_len(n) + n > len(buf):
         raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
                                  % (1 + vbi_len(n) + n, len(buf) - off))
-    buf[off] = first
-    while n > 127:
+    buf[off] = v
+    while n >> 7:
         off += 1
         buf[off] = n & 0x7F | 0x80
         n >>= 7
@@ -256,21 +265,19 @@ def _header(buf, off, first, n):
 def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0):
     """Writes a PUBLISH into buf at off and returns its length. Allocates nothing when topic is bytes (cache
     the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone)."""
-    if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
+    if abs(qos - 1) > 1 or (qos and (pid >> 16 or not pid)) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if not _MQTT5 and version == _V5:
         v5()  # (raises: this build has no MQTT 5)
     if _MQTT5 and alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     pl = len(payload)
-    n = put_str(None, 0, topic) + pl + (2 if qos else 0)  # (refuses a topic MQTT cannot carry)
+    n = put_str(None, 0, topic) + pl + (qos and 2)  # (refuses a topic MQTT cannot carry)
     if _MQTT5 and version == _V5:
         n += v5().put_publish(None, 0, props, alias)
     pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:
-        buf[pos] = pid >> 8
-        buf[pos + 1] = pid & 0xFF
-        pos += 2
+        pos = put(buf, pos, pid, 2)
     if _MQTT5 and version == _V5:
         pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
     buf[pos:pos + pl] = payload
@@ -281,13 +288,13 @@ def encode(buf, p, version=_V5, off=0):
     """Writes packet p into buf at off for the given protocol level; returns its length. buf None: only its length
     (a packet other than PUBLISH)."""
     t = p.type
-    v = version
-    if not _MQTT5 and v == _V5:
+    if not _MQTT5 and version == _V5:
         v5()  # (raises: this build has no MQTT 5)
     if t == _PUBLISH:
-        return encode_publish(buf, v, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    if not 0 < t < 16 or (t == _AUTH and v < _V5) or 0xA04 >> t & 1:  # CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11)
-        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (v, t))
+        return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
+    # refused: a type outside 0-15 (t >> 4), reserved, CONNACK, SUBACK, UNSUBACK (bits 0, 2, 9, 11), AUTH below v5 (15)
+    if t >> 4 or (0xA05 | (version < _V5) << 15) >> t & 1:
+        raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
     # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
     # id), what MQTT 5 adds there (props.py), then the rest (CONNECT's payload, SUBSCRIBE's, UNSUBSCRIBE's filters).
@@ -295,41 +302,43 @@ def encode(buf, p, version=_V5, off=0):
     pos = 0
     while True:
         if t == _CONNECT:
-            w, u, pw = p.will, p.username, p.password
-            if v == _V31 and not 0 < len(p.client_id) <= 23:
+            w = p.will
+            u = p.username
+            pw = p.password
+            if version == _V31 and abs(len(p.client_id) - 12) > 11:  # (not 1-23)
                 raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-            if (v < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
+            if (version < _V5 and pw != None and u is None) or (w and abs(w.qos - 1) > 1):
                 raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
                                                "is 0-2")
-            f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
+            f = (u != None) << 7 | (pw != None) << 6 | (not not p.clean) << 1
             if w:
-                f |= 4 | w.qos << 3 | bool(w.retain) << 5
-            pos = put_str(b, pos, b"MQIsdp" if v == _V31 else b"MQTT")
-            pos = put(b, put(b, pos, v << 8 | f, 2), p.keepalive, 2)
+                f |= 4 | w.qos << 3 | (not not w.retain) << 5
+            pos = put_str(b, pos, b"MQIsdp" if version == _V31 else b"MQTT")
+            pos = put(b, put(b, pos, version << 8 | f, 2), p.keepalive, 2)
         elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
             if not p.pid:
                 raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[t])
             pos = put(b, pos, p.pid, 2)
-        if _MQTT5 and v == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
+        if _MQTT5 and version == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
             pos = v5().put_fields(b, pos, p)
         if t == _CONNECT:
             pos = put_str(b, pos, p.client_id)
             if w:
-                if _MQTT5 and v == _V5:
+                if _MQTT5 and version == _V5:
                     pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
                 pos = put_str(b, put_str(b, pos, w.topic), w.payload)
             for f in (u, pw):
-                if f is not None:
+                if f != None:
                     pos = put_str(b, pos, f)
-        elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+        elif t | 2 == _UNSUBSCRIBE:  # SUBSCRIBE, UNSUBSCRIBE
             ts = getattr(p, "topics", None)
             if not ts:
                 raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
             for f in ts:
                 pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
-        if b is not None:
+        if b:  # (a buffer _header() took: not empty)
             return pos - off
         if buf is None:
             return 1 + vbi_len(pos) + pos
         b = buf
-        pos = _header(buf, off, t << 4 | (_FLAGS2 >> t & 1) << 1, pos)
+        pos = _header(buf, off, t << 4 | _FLAGS2 >> t & 2, pos)

@@ -10,20 +10,19 @@ def validate_name(topic, filt=False):
     filt True: a Topic Filter to subscribe to (validate_filter), whose wildcards each fill a level, '#' the last.
     Else LocalProtocolError(0x8F)."""
     try:  # UTF-8 takes at most 4 bytes per character: encode (which allocates) only when that may exceed 65535
-        bad = not isinstance(topic, str) or not topic or "\x00" in topic or (len(topic) > 16383
-                                                                            and len(topic.encode()) > 65535)
-    except UnicodeError:  # CPython: a lone surrogate
+        bad = not isinstance(topic, str) or not topic or "\x00" in topic or (len(topic) >> 14
+                                                                            and len(topic.encode()) >> 16)
+    except ValueError:  # CPython: a lone surrogate (UnicodeError)
         bad = True
-    if bad or not filt:
-        bad = bad or "+" in topic or "#" in topic
-    else:
-        levels = topic.split("/")
-        last = levels.pop()
-        bad = len(last) > 1 and ("+" in last or "#" in last)
-        for lv in levels:
-            bad = bad or "#" in lv or (lv != "+" and "+" in lv)
+    if not bad:
+        if filt:
+            # each '+' a level of its own, and one '#' at most, the last level
+            levels = topic.split("/")
+            bad = topic.count("+") != levels.count("+") or topic.count("#") != (levels[-1] == "#")
+        else:
+            bad = "+" in topic or "#" in topic
     if bad:
-        raise LocalProtocolError(0x8F if filt else 0x90, "topic %s %s is empty, not str, over 65535 bytes, or has "
+        raise LocalProtocolError(0x90 - (not not filt), "topic %s %s is empty, not str, over 65535 bytes, or has "
                                  "U+0000 or a misplaced wildcard" % ("filter" if filt else "name", repr(topic)[:24]))
 
 
@@ -42,22 +41,22 @@ def matches(filt, topic):
         i = filt.find("/", 7) + 1
         if not i:
             return False
-    elif "+" not in filt and "#" not in filt:
+    elif not ("+" in filt or "#" in filt):
         return filt == topic
     if topic.startswith("$") and (filt.startswith("+", i) or filt.startswith("#", i)):
         return False
-    nf, nt, j = len(filt), len(topic), 0
+    nf = len(filt)
+    nt = len(topic)
+    j = 0
     while i < nf:  # one character of the filter at a time; '+' takes the topic up to its next '/'
         c = filt[i]
         if c == "#":
             return True
         if c == "+":
-            j = topic.find("/", j)
-            if j < 0:
-                j = nt
-        elif j < nt and topic[j] == c:
+            j = topic.find("/", j) % (nt + 1)  # (-1, none: the end)
+        elif topic.startswith(c, j):
             j += 1
         else:  # they differ, or the topic ended: only 'x/#' may match 'x'
-            return j >= nt and c == "/" and i + 2 == nf and filt[i + 1] == "#"
+            return j >= nt and i + 2 == nf and filt.endswith("/#")
         i += 1
     return j >= nt

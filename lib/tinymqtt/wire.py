@@ -3,66 +3,65 @@
 # only count when b is None, so a packet is sized before it is written and nothing is allocated; a 3.x client
 # reads only fixed layouts and UTF-8 strings (utf8()). MQTT 5's Variable Byte Integers, binary data and the
 # Reader that walks variable layouts are props.py's.
-from tinymqtt.errors import LocalProtocolError, RemoteProtocolError
+from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const  # (const: micropython's; int on CPython)
 
 
 def vbi_len(v):
-    return 1 if v < 128 else 2 if v < 16384 else 3 if v < 2097152 else 4
+    return 1 + (v > 127) + (v >> 14 > 0) + (v >> 21 > 0)  # (past 127, 16383, 2097151)
 
 
 def put(b, pos, v, n):
     # An n-byte big-endian integer (n: 1, 2 or 4). CPython's bytearray would raise ValueError for a value out
     # of range and MicroPython's would keep its low byte: both refuse here instead.
-    if not 0 <= v < 1 << 8 * n:
+    if v >> 8 * n:  # (below 0 too: -1)
         raise LocalProtocolError(0x81, "%r does not fit %d bytes" % (v, n))
-    if b is None:
-        return pos + n
-    while n:
-        n -= 1
-        b[pos] = v >> 8 * n & 0xFF
-        pos += 1
-    return pos
+    if b != None:
+        while n:
+            n -= 1
+            b[pos] = v >> 8 * n & 0xFF
+            pos += 1
+    return pos + n  # (n is 0 once written)
 
 
-def put_str(b, pos, s):
+def put_str(b, pos, v):
     # A UTF-8 string or binary data with its two-byte length, refused where MQTT cannot carry it. Caching encoded
-    # bytes avoids the encode (and put_str(None, 0, s) then sizes it without allocating).
-    if isinstance(s, str):
-        if "\x00" in s:
-            raise LocalProtocolError(0x81, "U+0000 is not allowed in an MQTT string: %r" % s)
-        s = s.encode()
-    n = len(s)
-    if n > 65535:
+    # bytes avoids the encode (and put_str(None, 0, v) then sizes it without allocating).
+    if isinstance(v, str):
+        if "\x00" in v:
+            raise LocalProtocolError(0x81, "U+0000 is not allowed in an MQTT string: %r" % v)
+        v = v.encode()
+    n = len(v)
+    if n >> 16:  # (over 65535)
         raise LocalProtocolError(0x95, "string or binary field of %d bytes exceeds 65535" % n)
-    if b is not None:
-        b[pos] = n >> 8
-        b[pos + 1] = n & 0xFF
-        b[pos + 2:pos + 2 + n] = s
-    return pos + 2 + n
+    pos = put(b, pos, n, 2)
+    if b:  # (a buffer put() wrote to: not empty)
+        b[pos:pos + n] = v
+    return pos + n
 
 
-# CPython's str() refuses what the spec forbids in UTF-8 (a surrogate here); MicroPython's takes some of it (utf8())
-_LAX = str(b"\xed\xa0\x80", "utf-8", "ignore") != ""
-
-
-def utf8(mv, start, end, what):
-    """The str in mv[start:end] (a UTF-8 string field's bytes), or a Malformed Packet (0x81)."""
+def utf8(mv, start, end, name):
+    """The str in mv[start:end] (a UTF-8 string field's bytes), or a Malformed Packet (0x81) whose message names the
+    field (name; None: the topic name, a text a board's short error text never needs)."""
     # str() refuses broken UTF-8 structure on CPython and MicroPython alike, but MicroPython's lets overlongs,
     # surrogates and code points past U+10FFFF through (spec 1.5.4 forbids them): a lead byte and the byte after
-    # it give each of them away.
-    bad = False
-    i = start
-    while _LAX and i < end:
-        c = mv[i]
+    # it give each of them away (CPython's refuses them itself: no walk there). (Both as offsets, c from 0xE0, d
+    # from 0x80: small ints, one byte of code each.)
+    i = end if const is int else start
+    while i < end:
+        c = mv[i] - 0xE0
         i += 1
-        if c > 0xBF:
-            d = mv[i] if i < end else 0
-            bad = bad or (c < 0xC2 or c > 0xF4 or (c == 0xE0 and d < 0xA0) or (c == 0xED and d > 0x9F)
-                          or (c == 0xF0 and d < 0x90) or (c == 0xF4 and d > 0x8F))
-    try:
-        s = str(mv[start:end], "utf-8")
-    except UnicodeError:
-        bad = True
-    if bad or "\x00" in s:
-        raise RemoteProtocolError(0x81, "%s is not well-formed UTF-8 without U+0000" % what)
-    return s
+        if c > -33:  # a lead byte, 0xC0 and up
+            d = (i < end and mv[i]) - 0x80  # (past the end: False, 0)
+            # 0xC0, 0xC1 (overlong), past 0xF4 (past U+10FFFF); 0xE0 then below 0xA0, 0xF0 then below 0x90
+            # (overlong); 0xED then past 0x9F (a surrogate); 0xF4 then past 0x8F (past U+10FFFF)
+            if c < -30 or c > 20 or (not c & -17 and d < 32 - c) or (c == 13 and d > 31) or (
+                    c == 20 and d > 15):
+                break
+    else:  # (none of those)
+        try:
+            s = str(mv[start:end], "utf-8")
+            if "\x00" not in s:
+                return s
+        except ValueError:  # (UnicodeError)
+            pass
+    raise RemoteProtocolError(0x81, "%s is not well-formed UTF-8 without U+0000" % (name or "topic name"))
