@@ -65,19 +65,16 @@ def __getattr__(name):
     # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
     # global for each (this module's code uses the private constants above, which MicroPython inlines); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone); and
-    # decode(), which is the host-only server half's. (A build without MQTT 5 refuses sub_options: v5() raises 0x84.
-    # The attribute stands before the str so that the compiler has "sub_options" as a name already, and the str
-    # becomes that qstr instead of a 14-byte str constant of its own.)
-    o = v5().sub_options if name == "sub_options" else 0
-    if o:
-        return o
+    # decode(), which is the host-only server half's. (A build without MQTT 5 refuses sub_options: v5() raises 0x84.)
+    if name == "sub_options":
+        return v5().sub_options
     if _HOST and name == "decode":  # any packet, the server's half too: host tools' (cli_codec.py; a board has none)
         import tinymqtt.cli_codec  # (its install() sets this module's decode)
         return globals()[name]
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
     if name in n[1:]:
         i = n.index(name)
-        return i - 13 * (i > 15)
+        return i - 13 if i > 15 else i
     raise AttributeError(name)
 
 
@@ -265,7 +262,7 @@ def _header(buf, off, v, n):
 def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0):
     """Writes a PUBLISH into buf at off and returns its length. Allocates nothing when topic is bytes (cache
     the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone)."""
-    if abs(qos - 1) > 1 or (qos and (pid >> 16 or not pid)) or (dup and not qos):
+    if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if not _MQTT5 and version == _V5:
         v5()  # (raises: this build has no MQTT 5)
@@ -276,8 +273,10 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     if _MQTT5 and version == _V5:
         n += v5().put_publish(None, 0, props, alias)
     pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
-    if qos:
-        pos = put(buf, pos, pid, 2)
+    if qos:  # (written here, not by put(): this is every publish's path)
+        buf[pos] = pid >> 8
+        buf[pos + 1] = pid & 0xFF
+        pos += 2
     if _MQTT5 and version == _V5:
         pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
     buf[pos:pos + pl] = payload
@@ -292,8 +291,8 @@ def encode(buf, p, version=_V5, off=0):
         v5()  # (raises: this build has no MQTT 5)
     if t == _PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    # refused: a type outside 0-15 (t >> 4), reserved, CONNACK, SUBACK, UNSUBACK (bits 0, 2, 9, 11), AUTH below v5 (15)
-    if t >> 4 or (0xA05 | (version < _V5) << 15) >> t & 1:
+    # refused: a type outside 1-15, CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11), AUTH below MQTT 5
+    if not 0 < t < 16 or 0xA04 >> t & 1 or (t == _AUTH and version < _V5):
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
     # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
@@ -305,14 +304,14 @@ def encode(buf, p, version=_V5, off=0):
             w = p.will
             u = p.username
             pw = p.password
-            if version == _V31 and abs(len(p.client_id) - 12) > 11:  # (not 1-23)
+            if version == _V31 and not 0 < len(p.client_id) <= 23:
                 raise LocalProtocolError(0x85, "MQTT 3.1 needs a client id of 1 to 23 characters")
-            if (version < _V5 and pw != None and u is None) or (w and abs(w.qos - 1) > 1):
+            if (version < _V5 and pw is not None and u is None) or (w and not 0 <= w.qos <= 2):
                 raise LocalProtocolError(0x81, "MQTT 3.x cannot send a password without a user name; will QoS "
                                                "is 0-2")
-            f = (u != None) << 7 | (pw != None) << 6 | (not not p.clean) << 1
+            f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
             if w:
-                f |= 4 | w.qos << 3 | (not not w.retain) << 5
+                f |= 4 | w.qos << 3 | bool(w.retain) << 5
             pos = put_str(b, pos, b"MQIsdp" if version == _V31 else b"MQTT")
             pos = put(b, put(b, pos, version << 8 | f, 2), p.keepalive, 2)
         elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
@@ -328,9 +327,9 @@ def encode(buf, p, version=_V5, off=0):
                     pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
                 pos = put_str(b, put_str(b, pos, w.topic), w.payload)
             for f in (u, pw):
-                if f != None:
+                if f is not None:
                     pos = put_str(b, pos, f)
-        elif t | 2 == _UNSUBSCRIBE:  # SUBSCRIBE, UNSUBSCRIBE
+        elif t == _SUBSCRIBE or t == _UNSUBSCRIBE:
             ts = getattr(p, "topics", None)
             if not ts:
                 raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])

@@ -22,7 +22,7 @@ def validate_name(topic, filt=False):
         else:
             bad = "+" in topic or "#" in topic
     if bad:
-        raise LocalProtocolError(0x90 - (not not filt), "topic %s %s is empty, not str, over 65535 bytes, or has "
+        raise LocalProtocolError(0x8F if filt else 0x90, "topic %s %s is empty, not str, over 65535 bytes, or has "
                                  "U+0000 or a misplaced wildcard" % ("filter" if filt else "name", repr(topic)[:24]))
 
 
@@ -53,7 +53,9 @@ def matches(filt, topic):
         if c == "#":
             return True
         if c == "+":
-            j = topic.find("/", j) % (nt + 1)  # (-1, none: the end)
+            j = topic.find("/", j)
+            if j < 0:
+                j = nt
         elif topic.startswith(c, j):
             j += 1
         else:  # they differ, or the topic ended: only 'x/#' may match 'x'

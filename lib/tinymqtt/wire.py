@@ -15,7 +15,7 @@ def put(b, pos, v, n):
     # of range and MicroPython's would keep its low byte: both refuse here instead.
     if v >> 8 * n:  # (below 0 too: -1)
         raise LocalProtocolError(0x81, "%r does not fit %d bytes" % (v, n))
-    if b != None:
+    if b is not None:
         while n:
             n -= 1
             b[pos] = v >> 8 * n & 0xFF
@@ -33,10 +33,11 @@ def put_str(b, pos, v):
     n = len(v)
     if n >> 16:  # (over 65535)
         raise LocalProtocolError(0x95, "string or binary field of %d bytes exceeds 65535" % n)
-    pos = put(b, pos, n, 2)
-    if b:  # (a buffer put() wrote to: not empty)
-        b[pos:pos + n] = v
-    return pos + n
+    if b is not None:  # (written here, not by put(): this is every publish's path)
+        b[pos] = n >> 8
+        b[pos + 1] = n & 0xFF
+        b[pos + 2:pos + 2 + n] = v
+    return pos + 2 + n
 
 
 def utf8(mv, start, end, name):
@@ -44,19 +45,16 @@ def utf8(mv, start, end, name):
     field (name; None: the topic name, a text a board's short error text never needs)."""
     # str() refuses broken UTF-8 structure on CPython and MicroPython alike, but MicroPython's lets overlongs,
     # surrogates and code points past U+10FFFF through (spec 1.5.4 forbids them): a lead byte and the byte after
-    # it give each of them away (CPython's refuses them itself: no walk there). (Both as offsets, c from 0xE0, d
-    # from 0x80: small ints, one byte of code each.)
+    # it give each of them away (CPython's refuses them itself: no walk there).
     i = end if const is int else start
     while i < end:
-        c = mv[i] - 0xE0
+        c = mv[i]
         i += 1
-        if c > -33:  # a lead byte, 0xC0 and up
-            d = (i < end and mv[i]) - 0x80  # (past the end: False, 0)
-            # 0xC0, 0xC1 (overlong), past 0xF4 (past U+10FFFF); 0xE0 then below 0xA0, 0xF0 then below 0x90
-            # (overlong); 0xED then past 0x9F (a surrogate); 0xF4 then past 0x8F (past U+10FFFF)
-            if c < -30 or c > 20 or (not c & -17 and d < 32 - c) or (c == 13 and d > 31) or (
-                    c == 20 and d > 15):
-                break
+        if c > 0xBF:  # a lead byte
+            d = mv[i] if i < end else 0
+            if (c < 0xC2 or c > 0xF4 or (c == 0xE0 and d < 0xA0) or (c == 0xED and d > 0x9F)
+                    or (c == 0xF0 and d < 0x90) or (c == 0xF4 and d > 0x8F)):
+                break  # an overlong form, a surrogate, or past U+10FFFF
     else:  # (none of those)
         try:
             s = str(mv[start:end], "utf-8")
