@@ -166,14 +166,13 @@ FORMS = '''import sys
 from tinymqtt.client import Client
 from tinymqtt.driver import LINK_ERRORS
 from tinymqtt.errors import ConnectionLost
-from tinymqtt.inflight import SENT
 from tinymqtt.packets import Packet, PUBLISH
 from tinymqtt.packets import encode_publish, v5
 from tinymqtt.session import LOST, Session
 import tinymqtt.packets as p
 import tinymqtt.session
 import tinymqtt
-assert tinymqtt.session.Session is Session and p.CONNECT == 1 and PUBLISH == 3 and SENT == 3 and LOST == 16
+assert tinymqtt.session.Session is Session and p.CONNECT == 1 and PUBLISH == 3 and LOST == 16
 assert tinymqtt.__version__ and Packet and encode_publish and LINK_ERRORS and issubclass(ConnectionLost, Exception)
 assert tinymqtt.__file__.endswith("tinymqtt/__init__." + EXT), tinymqtt.__file__
 print(sorted(m for m in sys.modules if m.startswith("tinymqtt")))

@@ -18,14 +18,18 @@ from tinymqtt.packets import Packet, const  # (const: micropython's, or int on C
 #   its packet type, props its properties): FREE on its SUBACK/UNSUBACK or on a new connection.
 # SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
 # A set of states is tested as a bit mask of their numbers (0x18 >> st & 1: SENT or RELEASED): one operation.
-# (the names stay importable; this module's code uses them as literals)
-FREE = const(0)
-QUEUED = const(1)
-RESEND = const(2)
-SENT = const(3)
-RELEASED = const(4)
-RELQ = const(5)
-CONTROL = const(6)
+# (this module's code uses them as literals; the names are importable where tools and tests run: a board needs
+# none of them, and each would cost it a global)
+_FREE = const(0)
+_QUEUED = const(1)
+_RESEND = const(2)
+_SENT = const(3)
+_RELEASED = const(4)
+_RELQ = const(5)
+_CONTROL = const(6)
+_HOST = const(1)  # const(0) in every board build (tools/deploy/features.py)
+if _HOST:
+    FREE, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL = range(7)
 LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
 _RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py, the 3.x timer (tools/deploy/features.py)
 
@@ -77,7 +81,7 @@ class Inflight:
                 break
         self._next_pid = pid
         i = pid % size
-        self.state[i] = CONTROL if qos > 2 else QUEUED  # one store a line: a tuple assignment costs MicroPython more
+        self.state[i] = _CONTROL if qos > 2 else _QUEUED  # one store a line: a tuple assignment costs MicroPython more
         self.qos[i] = qos
         self.retain[i] = retain
         self.pid[i] = pid if qos else 0
@@ -131,20 +135,20 @@ class Inflight:
         session counts it), 0 when its flow expects no such ack (a protocol error), 6 when the flow goes on with
         a PUBREL, else t: the flow ended and its slot is free (a PUBREC with a reason code >= 0x80 ends it)."""
         i = self.find(pid)
-        st = self.state[i] if i >= 0 else CONTROL
-        if st == CONTROL:
+        st = self.state[i] if i >= 0 else _CONTROL
+        if st == _CONTROL:
             return -1
         # PUBACK: QoS 1; PUBREC: QoS 2, sent (again: PUBREL again); PUBCOMP: QoS 2, PUBREL sent. RESEND counts
         # as SENT: the ack of the first send may come after the 3.x timer queued the resend.
-        if self.qos[i] != (1 if t == 4 else 2) or st < (RELEASED if t == 7 else RESEND):
+        if self.qos[i] != (1 if t == 4 else 2) or st < (_RELEASED if t == 7 else _RESEND):
             return 0
         r = t
         if t == 5 and reason < 0x80:
-            self.mark(i, RELEASED, now)
+            self.mark(i, _RELEASED, now)
             r = 6
         else:
-            self.mark(i, FREE, 0)
-        if st == RESEND:  # its queue entry is stale now (rare: allocating there is fine)
+            self.mark(i, _FREE, 0)
+        if st == _RESEND:  # its queue entry is stale now (rare: allocating there is fine)
             self.requeue()
         return r
 
@@ -156,22 +160,22 @@ class Inflight:
         ids = []
         for i in self.requeue():  # (the queue is rebuilt again below, once the states are new)
             st = self.state[i]
-            if st == CONTROL:
+            if st == _CONTROL:
                 ids.append((self.retain[i], self.topic[i], self.props[i]))
-                self.mark(i, FREE, 0)
+                self.mark(i, _FREE, 0)
             elif session_present:
                 if 0x18 >> st & 1:  # (SENT, RELEASED)
-                    self.mark(i, RESEND if st == SENT else RELQ, 0)
+                    self.mark(i, _RESEND if st == _SENT else _RELQ, 0)
             elif 0xC >> st & 1:  # SENT, RESEND: sent before: the session that may have it is gone
                 if republish_lost:
-                    self.mark(i, QUEUED, 0)
+                    self.mark(i, _QUEUED, 0)
                 else:
                     msg = Packet(3, topic=self.topic[i].decode(), payload=self.payload[i], qos=self.qos[i],
                                  retain=bool(self.retain[i]), props=self.props[i], pid=self.pid[i])
-                    self.mark(i, FREE, 0)
+                    self.mark(i, _FREE, 0)
                     on_event(LOST, msg, 0)
-            elif st >= RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over
-                self.mark(i, FREE, 0)
+            elif st >= _RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over
+                self.mark(i, _FREE, 0)
                 on_event(7, self.pid[i], 0)
         self.requeue()
         return ids
