@@ -3,6 +3,8 @@
 # (Scripted fake server: the order of the packets is the point.)
 import asyncio
 
+import pytest
+
 import tinymqtt_port
 from tests.support.fakebroker import FakeBroker
 from tinymqtt.aio import AsyncClient
@@ -85,3 +87,36 @@ async def test_a_link_that_dies_under_the_publish_write_still_ends_the_await_wit
     finally:
         await c.close()
         fb.stop()
+
+
+AW_APP = """
+import asyncio
+from tinymqtt.aio import AsyncClient
+async def main():
+    async with AsyncClient(%r, %d, client_id="aw%%d" %% %d, version=4, reconnect=False) as c:
+        print(c.is_connected())
+    print(c.is_connected(), c.transport)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("interpreter", ["cpython", "micropython"])
+def test_async_with_connects_then_disconnects(broker, interpreter):
+    # AsyncClient.__aexit__ hands `async with` disconnect()'s own coroutine to await (no coroutine of its own):
+    # the block runs connected and the link is closed when it ends, under CPython's asyncio and MicroPython's.
+    import os
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = AW_APP % (broker.host, broker.port, os.getpid())
+    paths = os.path.join(repo, "lib") + os.pathsep + os.path.join(repo, "ports", "linux")
+    if interpreter == "cpython":
+        cmd, env = [sys.executable, "-c", code], dict(os.environ, PYTHONPATH=paths)
+    else:
+        mp = os.path.join(repo, ".venv", "bin", "micropython")
+        if not os.path.exists(mp):
+            pytest.skip("no unix-port micropython")
+        cmd, env = [mp, "-c", code], {"MICROPYPATH": ".frozen" + os.pathsep + paths}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.split() == ["True", "False", "None"]
