@@ -1,6 +1,6 @@
 # The asyncio client's publish() without a coroutine of its own (see aio.py): what it returns at each QoS, and
 # the one path that still waits inside publish(): every in-flight slot taken, so it publishes once a flow ends.
-# (Scripted fake server: the order of the packets is the point.)
+# (Scripted fake server: the order of the packets is the point.) And `async with`, against a real mosquitto.
 import asyncio
 
 import pytest
