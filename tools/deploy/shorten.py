@@ -95,13 +95,14 @@ def shorten(text, name):
     """The source with each raise's message replaced by its packet name or its number in table() (same line
     count); name: the module's, e.g. "packets" (a message table() does not hold at that place: its line)."""
     table()
-    number = {(line, col): n for n, mod, line, col, _ in _TABLE["rows"] if mod == name}
+    # (by place and text: a text that is not the library's file gets no other message's number)
+    number = {(line, col, seg): n for n, mod, line, col, seg in _TABLE["rows"] if mod == name}
     data = text.encode()
     starts = _offsets(text)
     for arg, seg, packet in reversed(_messages(text)):  # from the end: offsets hold
         a = starts[arg.lineno - 1] + arg.col_offset
         b = starts[arg.end_lineno - 1] + arg.end_col_offset
-        place = '"%s"' % packet if packet else "%d" % number.get((arg.lineno, arg.col_offset), arg.lineno)
+        place = '"%s"' % packet if packet else "%d" % number.get((arg.lineno, arg.col_offset, seg), arg.lineno)
         short = (place + "\n" * (arg.end_lineno - arg.lineno)).encode()
         data = data[:a] + short + data[b:]
     return data.decode()
