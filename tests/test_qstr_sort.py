@@ -155,3 +155,40 @@ def test_micropython_runs_a_sorted_file_as_it_runs_mpy_crosss(tmp_path):
         p = subprocess.run([MICROPYTHON, "-c", "import prog"], cwd=str(d), capture_output=True, text=True,
                            timeout=30, env=dict(os.environ, MICROPYPATH=str(d)))
         assert (name, p.returncode, p.stdout) == (name, 0, expected), p.stderr
+
+
+# A private function no caller passes a keyword: its parameters' names leave the file (tools/deploy/arg_names.py);
+# one that a caller passes a keyword, or that is handed on as a value, keeps them.
+POSITIONAL = '''
+def _private_helper(first_rarely_named_parameter, second_rarely_named_parameter):
+    return first_rarely_named_parameter * 10 + second_rarely_named_parameter
+
+def _called_by_keyword(keyword_named_parameter=0):
+    return keyword_named_parameter + 1
+
+def _handed_on(handed_on_parameter):
+    return handed_on_parameter * 3
+
+def apply(f, v):
+    return f(v)
+
+print(_private_helper(4, 2), _called_by_keyword(keyword_named_parameter=5), apply(_handed_on, 7))
+'''
+
+
+def test_parameters_no_caller_names_leave_the_table(tmp_path):
+    from tools.deploy.arg_names import positional_only
+    assert positional_only(POSITIONAL) == {"_private_helper"}
+    mpy = o3(tmp_path, POSITIONAL)
+    out = sort_qstrs(mpy, positional_only(POSITIONAL))
+    names = b"".join(table(out))
+    assert b"rarely_named_parameter" not in names and b"rarely_named_parameter" in b"".join(table(mpy))
+    assert b"keyword_named_parameter" in names and b"handed_on_parameter" in names
+    assert len(out) < len(sort_qstrs(mpy))
+    if os.access(MICROPYTHON, os.X_OK):  # and MicroPython runs it as before
+        d = tmp_path / "run"
+        d.mkdir()
+        (d / "prog.mpy").write_bytes(out)
+        p = subprocess.run([MICROPYTHON, "-c", "import prog"], cwd=str(d), capture_output=True, text=True,
+                           timeout=30, env=dict(os.environ, MICROPYPATH=str(d)))
+        assert (p.returncode, p.stdout) == (0, "42 6 21\n"), p.stderr

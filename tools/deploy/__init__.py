@@ -139,7 +139,11 @@ def compile_text(board, text, name, tmp):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    return sort_qstrs(compile_mpy(path, name, flags, tmp))  # (most used names first: 1-byte references)
+    positional = ()
+    if board.short_errors and name.startswith("tinymqtt/"):  # (parameter names no caller uses leave the table)
+        from tools.deploy.arg_names import positional_only
+        positional = positional_only(text)
+    return sort_qstrs(compile_mpy(path, name, flags, tmp), positional)  # (most used names first: 1-byte references)
 
 
 def library_mpy(board, path, name, tmp):

@@ -209,6 +209,13 @@ class _Fun:
         for c in self.children:
             c.uses(count)
 
+    def anonymize(self, functions, name):
+        # The parameters of the functions whose name is one of the qstrs in functions all become qstr name.
+        if self.names[0] in functions:
+            self.names[1:] = [name] * (len(self.names) - 1)
+        for c in self.children:
+            c.anonymize(functions, name)
+
     def write(self, new_index):
         names = b"".join(encode_uint(new_index[q]) for q in self.names)
         for op in self.ops:
@@ -230,19 +237,22 @@ class _Fun:
         return out
 
 
-def sort_qstrs(mpy):
+def sort_qstrs(mpy, positional=()):
     """mpy (bytes of a .mpy file) with its qstr table ordered by use, most used first (index 0, the source file
-    name that tracebacks show, stays first); the bytes unchanged when the file is not one this can rewrite."""
+    name that tracebacks show, stays first); the bytes unchanged when the file is not one this can rewrite.
+    positional: names of functions no caller passes a keyword (tools/deploy/arg_names.py): their parameters all
+    take the most used name, and a name only they had leaves the table."""
     try:
-        out = rewrite(mpy)
+        out = rewrite(mpy, positional=positional)
     except (Unchanged, IndexError):
         return mpy
     return out if len(out) < len(mpy) else mpy
 
 
-def rewrite(mpy, by_use=True):
+def rewrite(mpy, by_use=True, positional=()):
     """mpy decoded and written again, its qstrs ordered by use (by_use) or as they were (which gives back the same
-    bytes: what the tests check the codec with); raises Unchanged for a file it cannot rewrite."""
+    bytes: what the tests check the codec with), the parameters of the functions named in positional renamed
+    (sort_qstrs); raises Unchanged for a file it cannot rewrite."""
     if len(mpy) < 4 or mpy[0] != ord("M") or mpy[1] != MPY_VERSION:
         raise Unchanged("not an mpy v6 file")
     r = _Reader(mpy, 4)
@@ -266,11 +276,24 @@ def rewrite(mpy, by_use=True):
         raise Unchanged("bytes after the module")
     count = [0] * n_qstr
     module.uses(count)
+    if positional:
+        names = {}
+        for q, raw in enumerate(qstrs):
+            v = _Reader(raw).uint()
+            if not v & 1:
+                names[raw[-1 - (v >> 1):-1].decode()] = q
+        anon = {names[n] for n in positional if n in names}
+        common = max(range(1, n_qstr), key=lambda q: count[q])
+        module.anonymize(anon, common)
+        count = [0] * n_qstr
+        module.uses(count)
     order = list(range(n_qstr))
     if by_use:  # (sorted is stable: ties keep their order)
         order = [0] + sorted(order[1:], key=lambda q: -count[q])
+    if positional:  # (a name no longer used leaves the table; 0, the file's, is never used by code)
+        order = [0] + [q for q in order[1:] if count[q]]
     new_index = [0] * n_qstr
     for new, old in enumerate(order):
         new_index[old] = new
-    return (header + encode_uint(n_qstr) + encode_uint(n_obj) + b"".join(qstrs[q] for q in order) + objs
+    return (header + encode_uint(len(order)) + encode_uint(n_obj) + b"".join(qstrs[q] for q in order) + objs
             + module.write(new_index))

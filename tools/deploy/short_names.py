@@ -31,7 +31,7 @@ def library_sources():
     out = {}
     for path in sorted(glob.glob(os.path.join(LIB, "*.py"))):
         name = os.path.basename(path)
-        if not (name.startswith("cli") or name == "__main__.py"):
+        if not (name.startswith("cli_") or name in ("cli.py", "__main__.py")):
             with open(path, encoding="utf-8") as f:
                 out[name] = f.read()
     return out
