@@ -81,6 +81,12 @@ class AsyncClient(Driver):
         except LINK_ERRORS as e:
             self._close(e)
 
+    def _next_change(self):
+        # What a waiter awaits once its condition is not met: the Event cleared, then its wait() (no coroutine of
+        # ours). A waiter looks at its condition and calls this with no await between: no change slips in.
+        self._changed.clear()
+        return self._changed.wait()
+
     def _close(self, err):
         Driver._close(self, err)
         self._changed.set()  # (connect() looks at last_error)
@@ -177,8 +183,7 @@ class AsyncClient(Driver):
         while not self._inbox_n:
             if self._closed:
                 raise StopAsyncIteration
-            self._changed.clear()
-            await self._changed.wait()
+            await self._next_change()
         # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.
         box = self._inbox
         i = self._inbox_head
@@ -209,8 +214,7 @@ class AsyncClient(Driver):
                 return
             if not (self.transport or self.reconnect):  # -1: no slot frees without a link: the message is not queued
                 raise ConnectionLost(0x80, "not connected (reconnect=False): %s" % (self.last_error or "closed"))
-            self._changed.clear()
-            await self._changed.wait()
+            await self._next_change()
             if pid == -1:
                 return await self.publish(*arg)
         try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
@@ -218,8 +222,7 @@ class AsyncClient(Driver):
             # (a link gone with reconnect off ends the wait too: no outcome can come, the session keeps the flow)
             while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0 \
                     and (self.transport or self.reconnect):
-                self._changed.clear()  # (no await since the check: a completion cannot slip in between)
-                await self._changed.wait()
+                await self._next_change()  # (no await since the check: a completion cannot slip in between)
         except LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
             self._close(e)  # it is awaited on (a second coroutine only on this path: a nested try would make every
             if pid:  # flow's coroutine larger)
@@ -254,8 +257,7 @@ class AsyncClient(Driver):
                     if not more:
                         break
                     while s.parked and s.hold and self.transport is st:  # a message arrived; the inbox is full
-                        self._changed.clear()
-                        await self._changed.wait()
+                        await self._next_change()
             except LINK_ERRORS as e:
                 if self.transport is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._close(e)
