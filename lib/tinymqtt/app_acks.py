@@ -12,8 +12,7 @@
 # acknowledges the id. (Anything else with a pid acks by packet id: tools/spark's handles.)
 # Our Receive Maximum bounds the held messages exactly (v5: the server counts them until our ack); a 3.x server
 # never hears it, so there the bound is 64x (min 1024). Beyond, 0x93.
-from tinymqtt.errors import RemoteProtocolError, protocol_error
-from tinymqtt.session import const
+from tinymqtt.errors import RemoteProtocolError, protocol_error, const
 
 _V5 = const(5)
 _PUBLISH = const(3)
