@@ -38,10 +38,11 @@ def ticks_diff(a, b):
     """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
     CPython the same). Every constant is below 2**30, a small int on 32-bit builds (31-bit small ints), so
     this allocates nothing there; any clock whose period is a multiple of 2**30 (64-bit builds) works too."""
+    half = 0x20000000  # half the period (a local: a constant this large takes 5 bytes of code at each use)
     d = (a - b) & 0x3FFFFFFF
-    if d & 0x20000000:  # past half the period: a - b was negative
-        d -= 0x20000000
-        d -= 0x20000000
+    if d & half:  # past half the period: a - b was negative
+        d -= half
+        d -= half
     return d
 
 
