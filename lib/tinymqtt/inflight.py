@@ -32,6 +32,9 @@ if _HOST:
     FREE, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL = range(7)
 LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
 _RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py, the 3.x timer (tools/deploy/features.py)
+# const(0) in a board build without MQTT 5's props.py (tools/deploy/features.py): only MQTT 5's window, the server's
+# Receive Maximum, reads unacked
+_MQTT5 = const(1)
 
 
 def ticks_diff(a, b):
@@ -60,7 +63,8 @@ class Inflight:
         self.payload = [None] * size
         self.props = [None] * size
         self.count = 0  # slots in use
-        self.unacked = 0  # QoS>0 messages on the wire (SENT, RELEASED, RELQ): what Receive Maximum limits
+        if _MQTT5:
+            self.unacked = 0  # QoS>0 messages on the wire (SENT, RELEASED, RELQ): what Receive Maximum limits
         self._next_pid = 0
         self._seq = 0
         # The send queue: QUEUED, RESEND and RELQ slots, oldest first, each at most once, queued entries from ring[head]
@@ -121,7 +125,8 @@ class Inflight:
 
     def mark(self, i, state, now):
         # The one place a slot changes state; FREE drops the message. unacked counts SENT, RELEASED, RELQ.
-        self.unacked += (0x38 >> state & 1) - (0x38 >> self.state[i] & 1)  # (bits 3-5: SENT, RELEASED, RELQ)
+        if _MQTT5:
+            self.unacked += (0x38 >> state & 1) - (0x38 >> self.state[i] & 1)  # (bits 3-5: SENT, RELEASED, RELQ)
         self.state[i] = state
         if _RETRY and self.sent_at:
             self.sent_at[i] = now
