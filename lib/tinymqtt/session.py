@@ -538,16 +538,17 @@ class Session:
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK, PUBREC, PUBREL, PUBCOMP), written here in
         # place with MQTT 5's reason code when one is given: no allocation (the caller made room). (No defaults:
-        # their tuple would cost board heap.)
+        # their tuple would cost board heap. A build without MQTT 5 is never given a reason code: _MQTT5 compiles
+        # out its byte.)
         b = self.out
         i = self.outlen
         if pid:
             b[i] = p << 4 | (p == _PUBREL) << 1
-            b[i + 1] = 3 if reason else 2
+            b[i + 1] = 3 if _MQTT5 and reason else 2
             b[i + 2] = pid >> 8
             b[i + 3] = pid & 0xFF
             i += 4
-            if reason:
+            if _MQTT5 and reason:
                 b[i] = reason
                 i += 1
             self.outlen = i
