@@ -80,7 +80,8 @@ class Inflight:
         if self.count == size:
             return -1
         pid = self._next_pid
-        for _ in range(65535):  # the next packet id whose slot is free (a QoS 0 message takes a slot too)
+        # The next packet id whose slot is free (a QoS 0 message takes a slot too): count < size, so one is.
+        while True:
             pid = pid % 65535 + 1
             if not self.state[pid % size]:
                 break
