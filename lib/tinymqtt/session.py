@@ -99,10 +99,11 @@ class Session:
         # Received messages reuse one Packet (valid only while it is being delivered), read in place by
         # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
-        self.out = bytearray(out_size or max_packet_size)
+        out_size = out_size or max_packet_size  # (0: as large as inbuf)
+        self.out = bytearray(out_size)
         # out_size: every room check is out_size - outlen, no len() call each time; _most: the largest packet we may
         # send (Session5: the server's Maximum Packet Size too)
-        self.out_size = self._most = len(self.out)
+        self.out_size = self._most = out_size
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
