@@ -106,18 +106,20 @@ class Inflight:
         """Rebuilds the queue after a resend: PUBREL resends first (they never wait for the window, so they must
         not sit behind a PUBLISH that does), then PUBLISHes in publish order. Returns the slots in use, oldest
         first (only after a resend or on reconnect, where allocating a list is fine)."""
-        self.head = self.queued = 0
         order = []
         for i in range(self.size):
             if self.state[i]:
                 order.append(i)
         seq = self.seq  # (the key closes over seq, not self: self stays a plain local here)
         order.sort(key=lambda i: seq[i])
+        n = 0
         for bits in (0x20, 0x6):  # RELQ, then QUEUED and RESEND
             for i in order:
                 if bits >> self.state[i] & 1:
-                    self.ring[self.queued] = i
-                    self.queued += 1
+                    self.ring[n] = i
+                    n += 1
+        self.head = 0
+        self.queued = n
         return order
 
     def find(self, pid):
