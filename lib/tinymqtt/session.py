@@ -285,14 +285,15 @@ class Session:
         n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (only counts)
         if n > self._most:  # (recorded, it would fail again on every reconnect)
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
+        offline = self.state != _CONNECTED  # sent once connected (pump)
         for f, o in topics:
             if handler:
                 self._forget((f,))
                 self._handlers.append((f, handler))
             self.subs[f] = (o, props)
-            if self.state != _CONNECTED:  # sent once connected (pump)
+            if offline:
                 self._resub_todo.append(f)
-        if self.state != _CONNECTED:
+        if offline:
             return 0
         return self._request(_SUBSCRIBE, topics, props)
 
