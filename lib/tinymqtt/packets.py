@@ -329,7 +329,7 @@ def encode(buf, p, version=_V5, off=0):
             for f in (u, pw):
                 if f is not None:
                     pos = put_str(b, pos, f)
-        if t == _SUBSCRIBE or t == _UNSUBSCRIBE:  # (not CONNECT: an if, as an elif's body ends in a jump)
+        if t == _SUBSCRIBE or t == _UNSUBSCRIBE:  # (if, not elif: CONNECT's branch would end in a jump past it)
             ts = getattr(p, "topics", None)
             if not ts:
                 raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
