@@ -2,7 +2,11 @@
 # retry_ms are sent again, a PUBLISH with DUP set, a PUBREL as it was. 3.1.1 requires resends only on a new
 # connection, which the session always does; this timer is for servers that expect more. A build may leave this
 # file out (profile mqtt311): its Session refuses retry_ms with 0x84 (tools/deploy/features.py, _RETRY).
-from tinymqtt.inflight import ticks_diff
+from tinymqtt.inflight import const, ticks_diff
+
+_RESEND = const(2)  # inflight.py's slot states
+_SENT = const(3)
+_RELQ = const(5)
 
 
 def resend_late(f, now, ms, wait):
@@ -16,7 +20,7 @@ def resend_late(f, now, ms, wait):
             if left > 0:
                 wait = min(wait, left)
             else:
-                f.mark(i, 2 if st == 3 else 5, 0)  # SENT -> RESEND, RELEASED -> RELQ
+                f.mark(i, _RESEND if st == _SENT else _RELQ, 0)
                 due = True
     if due:  # (requeue() allocates: only when a flow is resent, not at every tick)
         f.requeue()
