@@ -283,10 +283,11 @@ def rewrite(mpy, by_use=True, positional=()):
             if not v & 1:
                 names[raw[-1 - (v >> 1):-1].decode()] = q
         anon = {names[n] for n in positional if n in names}
-        common = max(range(1, n_qstr), key=lambda q: count[q])
-        module.anonymize(anon, common)
-        count = [0] * n_qstr
-        module.uses(count)
+        if anon:  # (a function's name is a qstr past 0: there is a most used one)
+            common = max(range(1, n_qstr), key=lambda q: count[q])
+            module.anonymize(anon, common)
+            count = [0] * n_qstr
+            module.uses(count)
     order = list(range(n_qstr))
     if by_use:  # (sorted is stable: ties keep their order)
         order = [0] + sorted(order[1:], key=lambda q: -count[q])
