@@ -8,10 +8,12 @@ from tinymqtt.packets import Packet, PUBLISH
 
 PREFIX = getattr(config, "PREFIX", "tinymqtt/" + config.CLIENT_ID)
 STATUS = PREFIX + "/status"
+CMD = PREFIX + "/cmd"
 
 
-def on_cmd(msg):
-    c.publish(PREFIX + "/reply", bytes(msg.payload), qos=1)  # the payload is a view into the receive buffer
+def on_message(msg):  # every message (profile mqtt311 has no per-subscription handlers): PREFIX/cmd's only
+    if msg.topic == CMD:
+        c.publish(PREFIX + "/reply", bytes(msg.payload), qos=1)  # the payload is a view into the receive buffer
 
 
 c = Client(config.BROKER_HOST, getattr(config, "BROKER_PORT", 1883), client_id=config.CLIENT_ID, version=4,
@@ -20,8 +22,9 @@ c = Client(config.BROKER_HOST, getattr(config, "BROKER_PORT", 1883), client_id=c
            **getattr(config, "SESSION", {}))
 # Every (re)connect says "online" again: the will may have replaced it while we were away.
 c.on_connect = lambda connack: c.publish(STATUS, b"online", qos=1, retain=True)
+c.on_message = on_message
 c.connect()
-c.subscribe(PREFIX + "/cmd", 1, handler=on_cmd)
+c.subscribe(CMD, 1)
 print("READY", STATUS)
 count, period = getattr(config, "COUNT", 0), getattr(config, "PERIOD_MS", 5000)
 n = 0

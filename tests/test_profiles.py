@@ -116,10 +116,10 @@ def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     with tempfile.TemporaryDirectory() as tmp:
         alone = deploy_mpy(boards.get("esp32"), os.path.join(REPO, "lib", "tinymqtt", "topic.py"), "tinymqtt/topic.py", tmp)
     assert base == len(alone) and rows and all(n > 0 for n, _ in rows)
-    assert {w.split(":")[0] for _, w in rows} >= {"validate_name", "validate_filter", "matches"}
+    assert {w.split(":")[0] for _, w in rows} >= {"validate_name", "validate_filter"}
 
 
-def test_mqtt311_refuses_v5_and_manual_ack_and_loads_no_v5_module_on_micropython(tmp_path):
+def test_mqtt311_refuses_v5_manual_ack_and_handlers_and_loads_no_v5_module_on_micropython(tmp_path):
     if not os.path.exists(MICROPYTHON):
         pytest.skip("no unix-port micropython")
     tree = tmp_path / "board"
@@ -130,15 +130,17 @@ def test_mqtt311_refuses_v5_and_manual_ack_and_loads_no_v5_module_on_micropython
             "    print(type(e).__name__, e.reason)\n"
             "from tinymqtt.session import Session\ntry:\n    Session(version=4, manual_ack=True)\nexcept Exception as e:\n"
             "    print(type(e).__name__, e.reason)\n"
-            "c = Client('127.0.0.1', 1, version=4)\nc.session.connect(0)\n"
+            "c = Client('127.0.0.1', 1, version=4)\ntry:\n    c.subscribe('a/#', 1, handler=print)\n"
+            "except Exception as e:\n    print(type(e).__name__, e.reason, c.session.subs)\nc.session.connect(0)\n"
             "print(sorted(m for m in sys.modules if m.startswith('tinymqtt.') or m == 'tinymqtt'))\n")
     p = subprocess.run([MICROPYTHON, "-c", code], env={"MICROPYPATH": ".frozen:%s" % (tree / "lib")},
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
-    refused, no_acks, no_direct_acks, loaded = p.stdout.splitlines()
+    refused, no_acks, no_direct_acks, no_handlers, loaded = p.stdout.splitlines()
     assert refused == "LocalProtocolError 132", "v5 is refused with 0x84 Unsupported Protocol Version"
     assert no_acks == "LocalProtocolError 132", "manual_ack (app_acks.py, not in mqtt311) is refused with 0x84"
     assert no_direct_acks == "LocalProtocolError 132", "so is a Session asked directly for manual_ack"
+    assert no_handlers == "LocalProtocolError 132 {}", "handler= (handlers.py, not in mqtt311): 0x84, nothing subscribed"
     assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
                             "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
 

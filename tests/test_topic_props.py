@@ -3,7 +3,8 @@
 from hypothesis import given, settings, strategies as st
 
 from tinymqtt.errors import LocalProtocolError
-from tinymqtt.topic import matches, validate_filter, validate_name
+from tinymqtt.handlers import matches
+from tinymqtt.topic import validate_filter, validate_name
 from tinymqtt.session5 import Session5
 
 

@@ -17,7 +17,7 @@
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
-from tinymqtt.topic import validate_name, validate_filter, matches
+from tinymqtt.topic import validate_name, validate_filter
 from tinymqtt.wire import vbi_len
 
 # Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
@@ -49,9 +49,11 @@ _RELQ = const(5)
 _DISCONNECTED = const(0)
 _CONNECTING = const(1)
 _CONNECTED = const(2)
-# const(0) in a board build without tinymqtt/retry.py, or without MQTT 5's props.py (tools/deploy/features.py)
+# const(0) in a board build without tinymqtt/retry.py, without MQTT 5's props.py, or without handlers.py
+# (tools/deploy/features.py)
 _RETRY = const(1)
 _MQTT5 = const(1)
+_HANDLERS = const(1)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 
 
@@ -62,6 +64,8 @@ class Session:
         server_receive_maximum = 65535
         _not_found = 0
     props = None  # CONNECT properties (Session5's)
+    if _HANDLERS:
+        _handlers = ()  # [(filter, handler)], once a subscribe names a handler (handlers.py)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
@@ -107,7 +111,6 @@ class Session:
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
-        self._handlers = []  # [(filter, handler)]
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
         # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. A set: once its table has grown to
         # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
@@ -277,7 +280,15 @@ class Session:
 
     def subscribe(self, topics, props=None, handler=None):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
-        the messages matching these filters (others go to on_event). Returns the packet id (0 while offline: sent on connect)."""
+        the messages matching these filters (others go to on_event; a build without handlers.py refuses it, 0x84).
+        Returns the packet id (0 while offline: sent on connect)."""
+        if handler:
+            if _HANDLERS:  # (the bundle's: a global; ImportError where handlers.py is not installed)
+                from tinymqtt.handlers import matches
+                self._matches = matches
+            else:
+                raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
+                                               "leaves out (profile mqtt311): on_event gets every message")
         for f, o in topics:
             validate_filter(f)
             if (not _MQTT5 or self.version < _V5) and o & ~3:
@@ -287,7 +298,7 @@ class Session:
             raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
         offline = self.state != _CONNECTED  # sent once connected (pump)
         for f, o in topics:
-            if handler:
+            if _HANDLERS and handler:
                 self._forget((f,))
                 self._handlers.append((f, handler))
             self.subs[f] = (o, props)
@@ -302,13 +313,13 @@ class Session:
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
 
     def _forget(self, filters):
-        # Drops these filters' subscriptions and handlers: a new handler list (one that _deliver is walking stays
-        # as it was).
-        hs = []  # (a comprehension would close over filters: a cell per call)
-        for h in self._handlers:
-            if h[0] not in filters:
-                hs.append(h)
-        self._handlers = hs
+        # Drops these filters' subscriptions and handlers.
+        if _HANDLERS:  # a new handler list: one that _deliver is walking stays as it was
+            hs = []  # (a comprehension would close over filters: a cell per call)
+            for h in self._handlers:
+                if h[0] not in filters:
+                    hs.append(h)
+            self._handlers = hs
         for f in filters:
             self.subs.pop(f, None)
 
@@ -458,15 +469,16 @@ class Session:
         self._send(_PUBREC if pid in self._rx_pid else _PUBACK, pid, 0)
 
     def _deliver(self, p):
-        # To the handlers whose filters match, else to on_event; True when a handler took it.
-        hit = False
-        for filt, handler in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list: _forget)
-            if matches(filt, p.topic):
-                handler(p)
-                hit = True
-        if not hit:
-            self.on_event(_PUBLISH, p, 0)
-        return hit
+        # To the handlers whose filters match (handlers.py), else to on_event; True when a handler took it.
+        if _HANDLERS:
+            hit = False
+            for filt, handler in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list)
+                if self._matches(filt, p.topic):
+                    handler(p)
+                    hit = True
+            if hit:
+                return True
+        self.on_event(_PUBLISH, p, 0)
 
     def _rx_add(self, pid):
         # 3.x servers never hear our Receive Maximum, and mosquitto 2.0 frees a v5 QoS 2 slot at our PUBREC, so

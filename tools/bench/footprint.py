@@ -167,9 +167,10 @@ async def run(r):
         return await r
     return r
 def make():
-    return %(cls)s("b", 1883, reconnect=False, client_id="fp", version=%(version)d, **%(opts)r)
+    c = %(cls)s("b", 1883, reconnect=False, client_id="fp", version=%(version)d, **%(opts)r)
+%(on_message)s    return c
 async def flow(c):
-    await run(c.subscribe("fp/t", 1, handler=lambda m: got.append(len(m.payload))))
+    await run(c.subscribe("fp/t", 1%(handler)s))
     await run(c.publish("fp/t", b"0123456789abcdef", qos=1))
     n = 0
     while not got and n < 200:
@@ -197,7 +198,10 @@ def script32(app, version, opts, wasm):
     32-bit unix port."""
     module, cls = ("aio", "AsyncClient") if "aio" in app else ("client", "Client")
     return SCRIPT32 % {"module": module, "cls": cls, "version": version, "opts": opts, "blocking": cls == "Client",
-                       "settle": SETTLE if wasm else "", "call": "await asyncio.create_task" if wasm else "asyncio.run"}
+                       "settle": SETTLE if wasm else "",
+                       # (the blocking client's on_message: profile mqtt311 has no per-subscription handlers)
+                       "handler": "" if cls == "Client" else ", handler=lambda m: got.append(len(m.payload))",
+                       "on_message": "    c.on_message = lambda m: got.append(len(m.payload))\n" if cls == "Client" else "", "call": "await asyncio.create_task" if wasm else "asyncio.run"}
 
 
 def run_wasm(dest, app, version, opts, runs=1):

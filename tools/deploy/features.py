@@ -13,6 +13,7 @@ FLAGS = {
     "_REASONS": "tinymqtt/reasons.py",  # reason names in error text (off on short_errors boards)
     "_HOST": "tinymqtt/cli_codec.py",  # the server half of the codec: host tools only, never on a board
     "_RETRY": "tinymqtt/retry.py",  # the MQTT 3.x retry timer (retry_ms)
+    "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
 }
 
 
