@@ -33,7 +33,7 @@ if _HOST:
 LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
 _RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py, the 3.x timer (tools/deploy/features.py)
 # const(0) in a board build without MQTT 5's props.py (tools/deploy/features.py): only MQTT 5's window, the server's
-# Receive Maximum, reads unacked
+# Receive Maximum, reads unacked, and only MQTT 5 packets carry a message's or a request's props
 _MQTT5 = const(1)
 
 
@@ -61,9 +61,9 @@ class Inflight:
             self.sent_at = retry_ms and [0] * size
         self.topic = [None] * size
         self.payload = [None] * size
-        self.props = [None] * size
         self.count = 0  # slots in use
         if _MQTT5:
+            self.props = [None] * size  # (3.x has none)
             self.unacked = 0  # QoS>0 messages on the wire (SENT, RELEASED, RELQ): what Receive Maximum limits
         self._next_pid = 0
         self._seq = 0
@@ -93,7 +93,8 @@ class Inflight:
         self.pid[i] = pid if qos else 0
         self.topic[i] = topic
         self.payload[i] = payload
-        self.props[i] = props
+        if _MQTT5:
+            self.props[i] = props
         self._seq += 1
         self.seq[i] = self._seq
         self.count += 1
@@ -134,7 +135,9 @@ class Inflight:
         if _RETRY and self.sent_at:
             self.sent_at[i] = now
         if not state:
-            self.topic[i] = self.payload[i] = self.props[i] = None
+            self.topic[i] = self.payload[i] = None
+            if _MQTT5:
+                self.props[i] = None
             self.count -= 1
 
     # ------------------------------------------------------------ the events (see the diagram above)
@@ -170,7 +173,7 @@ class Inflight:
         for i in self.requeue():  # (the queue is rebuilt again below, once the states are new)
             st = self.state[i]
             if st == _CONTROL:
-                ids.append((self.retain[i], self.topic[i], self.props[i]))
+                ids.append((self.retain[i], self.topic[i], self.props[i] if _MQTT5 else None))
                 self.mark(i, _FREE, 0)
             elif session_present:
                 if 0x18 >> st & 1:  # (SENT, RELEASED)
@@ -180,7 +183,7 @@ class Inflight:
                     self.mark(i, _QUEUED, 0)
                 else:
                     msg = Packet(3, topic=self.topic[i].decode(), payload=self.payload[i], qos=self.qos[i],
-                                 retain=bool(self.retain[i]), props=self.props[i], pid=self.pid[i])
+                                 retain=bool(self.retain[i]), props=self.props[i] if _MQTT5 else None, pid=self.pid[i])
                     self.mark(i, _FREE, 0)
                     on_event(LOST, msg, 0)
             elif st >= _RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over

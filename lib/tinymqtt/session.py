@@ -261,7 +261,8 @@ class Session:
             q = f.qos[i]
             if _MQTT5 and q and f.unacked >= window:
                 return
-            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], f.props[i],
+            # (a build without MQTT 5 keeps no props: 3.x packets carry none)
+            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], _MQTT5 and f.props[i],
                          self.out_size - self.outlen):
                 return
             f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
