@@ -132,7 +132,8 @@ def compile_text(board, text, name, tmp):
     table (8% of the bytes: an MQTT error's message is its number in shorten's table, which names module and line,
     and tracebacks still name module and function),
     which lets tools/deploy/qstr_sort.py put the most used names first (one byte per reference, not two);
-    name (e.g. "tinymqtt/session.py") is what tracebacks show. The app and port keep their line numbers."""
+    name is e.g. "tinymqtt/session.py"; tracebacks show it, or with short_errors the module's name alone ("aio";
+    the bundle: "tinymqtt"). The app and port keep their line numbers and file names."""
     from tools.deploy.qstr_sort import sort_qstrs
     flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/") else [])
     path = os.path.join(tmp, "src", name)
@@ -143,7 +144,10 @@ def compile_text(board, text, name, tmp):
     if board.short_errors and name.startswith("tinymqtt/"):  # (parameter names no caller uses leave the table)
         from tools.deploy.arg_names import positional_only
         positional = positional_only(text)
-    return sort_qstrs(compile_mpy(path, name, flags, tmp), positional)  # (most used names first: 1-byte references)
+    source = name
+    if board.short_errors and name.startswith("tinymqtt/"):  # (the name costs its text in the .mpy and the heap)
+        source = name[9:-3].replace("__init__", "tinymqtt")
+    return sort_qstrs(compile_mpy(path, source, flags, tmp), positional)  # (most used names first: 1-byte references)
 
 
 def library_mpy(board, path, name, tmp):
