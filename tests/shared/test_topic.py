@@ -1,6 +1,7 @@
 # Topic Names, Topic Filters and matching (spec 4.7, 4.8.2): the spec's own examples, the reason codes raised,
 # empty levels and shared subscriptions. Plain asserts only: runs under pytest and under MicroPython.
-from tinymqtt.topic import validate_name, validate_filter, matches
+from tinymqtt.topic import validate_name, validate_filter
+from tinymqtt.handlers import matches
 from tinymqtt.errors import LocalProtocolError
 
 
