@@ -164,7 +164,7 @@ def deploy(tmp_path, board, profile, *extra):
 # modules are loaded; the MQTT 5 forms only where the profile has MQTT 5.
 FORMS = '''import sys
 from tinymqtt.client import Client
-from tinymqtt.driver import LINK_ERRORS
+from tinymqtt.driver import _LINK_ERRORS
 from tinymqtt.errors import ConnectionLost
 from tinymqtt.packets import Packet, PUBLISH
 from tinymqtt.packets import encode_publish, v5
@@ -173,7 +173,7 @@ import tinymqtt.packets as p
 import tinymqtt.session
 import tinymqtt
 assert tinymqtt.session.Session is Session and p.CONNECT == 1 and PUBLISH == 3 and LOST == 16
-assert tinymqtt.__version__ and Packet and encode_publish and LINK_ERRORS and issubclass(ConnectionLost, Exception)
+assert tinymqtt.__version__ and Packet and encode_publish and _LINK_ERRORS and issubclass(ConnectionLost, Exception)
 assert tinymqtt.__file__.endswith("tinymqtt/__init__." + EXT), tinymqtt.__file__
 print(sorted(m for m in sys.modules if m.startswith("tinymqtt")))
 if FULL:

@@ -45,11 +45,11 @@ def test_a_new_connection_resends_or_ends_each_flow():
         f.mark(i, st, 0)
     ctl = f.add([("a/#", 1)], None, 3, 8, {38: [("k", "v")]})  # a SUBSCRIBE's packet id, keeping the request
     events = []
-    assert f.renew(True, False, lambda *e: events.append(e)) == [(8, [("a/#", 1)], {38: [("k", "v")]})]
+    assert f._renew(True, False, lambda *e: events.append(e)) == [(8, [("a/#", 1)], {38: [("k", "v")]})]
     assert not events
     assert [f.state[i] for i in slots] == [RESEND, RESEND, QUEUED, RELQ] and f.state[ctl] == FREE
     assert next_queued(f) == slots[3]  # a PUBREL resend goes first, then the PUBLISHes in publish order
-    assert f.renew(False, False, lambda *e: events.append(e)) == []
+    assert f._renew(False, False, lambda *e: events.append(e)) == []
     assert [(e[0], getattr(e[1], "payload", e[1])) for e in events] == [(LOST, b"0"), (LOST, b"1"),
                                                                        (7, f.pid[slots[3]])]
     assert f.count == 1 and f.state[slots[2]] == QUEUED  # never sent: it goes to the new session

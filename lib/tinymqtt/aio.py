@@ -9,7 +9,7 @@ try:
 except ImportError:  # CPython
     from collections import namedtuple
 
-from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost
+from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
 
 
@@ -78,7 +78,7 @@ class AsyncClient(Driver):
             self.session.connect(p.ticks_ms())  # first: a CONNECT we may not send opens no socket
             self.transport = await p.open_stream(self.host, self.port, self.tls)
             await self.flush()
-        except LINK_ERRORS as e:
+        except _LINK_ERRORS as e:
             self._close(e)
 
     def _next_change(self):
@@ -160,7 +160,7 @@ class AsyncClient(Driver):
             self._write()
             t = self.transport
             d = t.drain() if t else _sleep_ms(0)
-        except LINK_ERRORS as e:
+        except _LINK_ERRORS as e:
             self._close(e)
             d = _sleep_ms(0)
         return d if not pid and type(d) is _YIELD else self._result(pid, d)
@@ -223,7 +223,7 @@ class AsyncClient(Driver):
             while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0 \
                     and (self.transport or self.reconnect):
                 await self._next_change()  # (no await since the check: a completion cannot slip in between)
-        except LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
+        except _LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
             self._close(e)  # it is awaited on (a second coroutine only on this path: a nested try would make every
             if pid:  # flow's coroutine larger)
                 return await self._result(pid, self._changed.wait())
@@ -258,7 +258,7 @@ class AsyncClient(Driver):
                         break
                     while s.parked and s.hold and self.transport is st:  # a message arrived; the inbox is full
                         await self._next_change()
-            except LINK_ERRORS as e:
+            except _LINK_ERRORS as e:
                 if self.transport is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._close(e)
             except Exception as e:
@@ -274,7 +274,7 @@ class AsyncClient(Driver):
                     wait = s.tick(self.p.ticks_ms())
                     if s.outlen:  # a PINGREQ, a retry
                         await self.flush()
-                except LINK_ERRORS as e:
+                except _LINK_ERRORS as e:
                     self._close(e)
                 except Exception as e:
                     self._end(e)

@@ -10,7 +10,7 @@ from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolEr
 from tinymqtt.packets import (Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES, frame,
                               read_packet, read_publish)
 from tinymqtt.props import Reader
-from tinymqtt.wire import put, vbi_len
+from tinymqtt.wire import put, _vbi_len
 
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
           "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
@@ -146,7 +146,7 @@ def encode(buf, p, version=V5, off=0):
         return _CLIENT(buf, p, version, off)
     n = _encode(None, 0, p, version)
     if buf is None:
-        return 1 + vbi_len(n) + n
+        return 1 + _vbi_len(n) + n
     return _encode(buf, K._header(buf, off, p.type << 4, n), p, version) - off
 
 

@@ -2,7 +2,7 @@
 # (transport and clock). It writes each batch of packets in one write, reads with a timeout, keeps the
 # link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
 # message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
-from tinymqtt.driver import Driver, LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError, const
+from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError, const
 
 _APP_ACKS = const(1)  # const(0) in a board build without tinymqtt/app_acks.py (tools/deploy/features.py)
 
@@ -153,7 +153,7 @@ class Client(Driver):
                 s.connect(p.ticks_ms())  # first: a CONNECT we may not send (3.1 without a client id) opens no socket
                 self.transport = p.open(self.host, self.port, self.tls)
             self.flush()
-        except LINK_ERRORS as e:
+        except _LINK_ERRORS as e:
             self._close(e)
 
     def __enter__(self):

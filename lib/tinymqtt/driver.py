@@ -12,7 +12,7 @@
 #     readinto(buf, off) awaits and returns bytes read (0: nothing whole yet), raises ConnectionLost when
 #     the peer closed; close().                             (the asyncio client)
 #   tls: None for plain TCP, else True, a dict of options (cafile, server_hostname...) or an SSLContext.
-#   Failures raise OSError or ConnectionLost (LINK_ERRORS below), which end the connection.
+#   Failures raise OSError or ConnectionLost (_LINK_ERRORS below), which end the connection.
 from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, NotDelivered
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
@@ -28,7 +28,7 @@ _CONNECTED = const(2)  # session.state
 _MQTT5 = const(1)
 _APP_ACKS = const(1)
 
-LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
+_LINK_ERRORS = (OSError, ConnectionLost, RemoteProtocolError, ConnectError)  # these end a connection
 _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDelivered 0x80; refusals keep their code)
 
 

@@ -103,7 +103,7 @@ class Inflight:
             self.queued += 1
         return i
 
-    def requeue(self):
+    def _requeue(self):
         """Rebuilds the queue after a resend: PUBREL resends first (they never wait for the window, so they must
         not sit behind a PUBLISH that does), then PUBLISHes in publish order. Returns the slots in use, oldest
         first (only after a resend or on reconnect, where allocating a list is fine)."""
@@ -161,16 +161,16 @@ class Inflight:
         else:
             self.mark(i, _FREE, 0)
         if st == _RESEND:  # its queue entry is stale now (rare: allocating there is fine)
-            self.requeue()
+            self._requeue()
         return r
 
-    def renew(self, session_present, republish_lost, on_event):
+    def _renew(self, session_present, republish_lost, on_event):
         """A new connection, with the session the server kept (session_present) or without. Tells
         on_event(ev, value, 0) of each flow that ended with the old session; returns the SUBSCRIBE and
         UNSUBSCRIBE requests left unanswered, as (type, filters, props) (their slots are free now: the session
         asks again)."""
         ids = []
-        for i in self.requeue():  # (the queue is rebuilt again below, once the states are new)
+        for i in self._requeue():  # (the queue is rebuilt again below, once the states are new)
             st = self.state[i]
             if st == _CONTROL:
                 ids.append((self.retain[i], self.topic[i], self.props[i] if _MQTT5 else None))
@@ -189,5 +189,5 @@ class Inflight:
             elif st >= _RELEASED:  # RELEASED, RELQ: past PUBREC, the server took the message over
                 self.mark(i, _FREE, 0)
                 on_event(7, self.pid[i], 0)
-        self.requeue()
+        self._requeue()
         return ids

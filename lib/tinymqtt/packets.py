@@ -8,7 +8,7 @@
 # is decode(), the general decoder of any packet into a new Packet (tools, tests). Importing cli_codec.py makes
 # packets.encode write both halves and adds packets.decode.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const, protocol_error  # (const: micropython's)
-from tinymqtt.wire import put, put_str, utf8, vbi_len
+from tinymqtt.wire import put, _put_str, utf8, _vbi_len
 
 # read_publish's cache of the last 8 new topics, a ring: [k] a topic's bytes, [k + 8] the same topic as str (b""
 # matches no topic), [16] the slot of the oldest, which the next new topic takes. CPython decodes each topic, which
@@ -247,9 +247,9 @@ def read_publish(mv, pos, end, p, version):
 
 def _header(buf, off, v, n):
     # The fixed header of a packet whose body is n bytes long: the type and flags byte v, the Remaining Length.
-    if off + 1 + vbi_len(n) + n > len(buf):
+    if off + 1 + _vbi_len(n) + n > len(buf):
         raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
-                                 % (1 + vbi_len(n) + n, len(buf) - off))
+                                 % (1 + _vbi_len(n) + n, len(buf) - off))
     buf[off] = v
     while n >> 7:
         off += 1
@@ -269,10 +269,10 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     if _MQTT5 and alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     pl = len(payload)
-    n = put_str(None, 0, topic) + pl + (qos and 2)  # (refuses a topic MQTT cannot carry)
+    n = _put_str(None, 0, topic) + pl + (qos and 2)  # (refuses a topic MQTT cannot carry)
     if _MQTT5 and version == _V5:
         n += v5().put_publish(None, 0, props, alias)
-    pos = put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
+    pos = _put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:  # (written here, not by put(): this is every publish's path)
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
@@ -312,7 +312,7 @@ def encode(buf, p, version=_V5, off=0):
             f = (u is not None) << 7 | (pw is not None) << 6 | bool(p.clean) << 1
             if w:
                 f |= 4 | w.qos << 3 | bool(w.retain) << 5
-            pos = put_str(b, pos, b"MQIsdp" if version == _V31 else b"MQTT")
+            pos = _put_str(b, pos, b"MQIsdp" if version == _V31 else b"MQTT")
             pos = put(b, put(b, pos, version << 8 | f, 2), p.keepalive, 2)
         elif t < _PINGREQ:  # PUBACK..PUBCOMP, SUBSCRIBE, UNSUBSCRIBE
             if not p.pid:
@@ -321,23 +321,23 @@ def encode(buf, p, version=_V5, off=0):
         if _MQTT5 and version == _V5:  # properties; an ack's, DISCONNECT's or AUTH's reason code before them
             pos = v5().put_fields(b, pos, p)
         if t == _CONNECT:
-            pos = put_str(b, pos, p.client_id)
+            pos = _put_str(b, pos, p.client_id)
             if w:
                 if _MQTT5 and version == _V5:
                     pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
-                pos = put_str(b, put_str(b, pos, w.topic), w.payload)
+                pos = _put_str(b, _put_str(b, pos, w.topic), w.payload)
             for f in (u, pw):
                 if f is not None:
-                    pos = put_str(b, pos, f)
+                    pos = _put_str(b, pos, f)
         if t == _SUBSCRIBE or t == _UNSUBSCRIBE:  # (if, not elif: CONNECT's branch would end in a jump past it)
             ts = getattr(p, "topics", None)
             if not ts:
                 raise LocalProtocolError(0x82, "%s needs at least one topic filter" % NAMES.split()[t])
             for f in ts:
-                pos = put(b, put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else put_str(b, pos, f)
+                pos = put(b, _put_str(b, pos, f[0]), f[1], 1) if t == _SUBSCRIBE else _put_str(b, pos, f)
         if b:  # (a buffer _header() took: not empty)
             return pos - off
         if buf is None:
-            return 1 + vbi_len(pos) + pos
+            return 1 + _vbi_len(pos) + pos
         b = buf
         pos = _header(buf, off, t << 4 | _FLAGS2 >> t & 2, pos)

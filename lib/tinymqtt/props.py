@@ -5,7 +5,7 @@
 # repeat, so their value is a list.
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
 from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
-from tinymqtt.wire import put as put_int, put_str, utf8
+from tinymqtt.wire import put as put_int, _put_str, utf8
 
 # Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
 # PAIR 8 (a User Property: two strings).
@@ -212,9 +212,9 @@ def _body(b, pos, props, ptype):
             elif t == _VBI:
                 pos = put_vbi(b, pos, x)
             elif t == _PAIR:
-                pos = put_str(b, put_str(b, pos, x[0]), x[1])
+                pos = _put_str(b, _put_str(b, pos, x[0]), x[1])
             else:
-                pos = put_str(b, pos, x)
+                pos = _put_str(b, pos, x)
     return pos
 
 

@@ -22,6 +22,6 @@ def resend_late(f, now, ms, wait):
             else:
                 f.mark(i, _RESEND if st == _SENT else _RELQ, 0)
                 due = True
-    if due:  # (requeue() allocates: only when a flow is resent, not at every tick)
-        f.requeue()
+    if due:  # (_requeue() allocates: only when a flow is resent, not at every tick)
+        f._requeue()
     return wait

@@ -18,7 +18,7 @@ from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectErro
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter
-from tinymqtt.wire import vbi_len
+from tinymqtt.wire import _vbi_len
 
 # Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
 # would cost a global, its name and a lookup at every use. (const: micropython's, via packets.py; int on CPython;
@@ -120,7 +120,7 @@ class Session:
         self.session_present = False
         self.unsolicited = 0  # acks for packet ids we never used (ignored, counted)
         self.reused = 0  # DUP-0 PUBLISHes on a packet id still in use (a server bug; handled as resends, counted)
-        self._now = self.last_sent = self.last_recv = self._ping_at = 0
+        self._now = self._last_sent = self._last_recv = self._ping_at = 0
         self.pinging = False  # a PINGREQ awaits its PINGRESP
         self.keepalive_ms = keepalive * 1000
 
@@ -128,7 +128,7 @@ class Session:
 
     def connect(self, now):
         """Starts a new network connection: writes CONNECT into out."""
-        self._now = self.last_sent = self.last_recv = self._ping_at = now  # (_ping_at: until CONNACK, when CONNECT
+        self._now = self._last_sent = self._last_recv = self._ping_at = now  # (_ping_at: until CONNACK, when CONNECT
         # went; no PINGREQ is out before)
         self.inlen = self.outlen = 0
         self.pinging = False
@@ -161,7 +161,7 @@ class Session:
         self.session_present = present
         self.state = _CONNECTED
         again = not present
-        for t, topics, props in self.flights.renew(present, self.republish_lost, self.on_event):
+        for t, topics, props in self.flights._renew(present, self.republish_lost, self.on_event):
             # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (the kept session may still have what the
             # application unsubscribed from), and every subscription with it, to confirm what stays
             if present and t == _UNSUBSCRIBE:
@@ -272,11 +272,11 @@ class Session:
         # Writes a PUBLISH into `out` if its exact size is at most room, and returns 0; else returns that size,
         # writing nothing. (Session5: with its properties and, unless dup, a topic alias.)
         n = 2 + len(t) + (2 if q else 0) + len(pl)
-        n += 1 + vbi_len(n)
+        n += 1 + _vbi_len(n)
         if n > room:
             return n
         self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, 0, self.outlen)
-        self.last_sent = self._now
+        self._last_sent = self._now
         return 0
 
     def subscribe(self, topics, props=None, handler=None):
@@ -340,7 +340,7 @@ class Session:
         self._now = now
         if n:
             self.inlen += n
-            self.last_recv = now
+            self._last_recv = now
         buf = self.inbuf
         end = self.inlen
         pos = 0
@@ -528,7 +528,7 @@ class Session:
                     self.state = _DISCONNECTED
                     raise ConnectionLost(0x8D, "no PINGRESP within %d ms: the link is dead" % half)
             else:
-                idle = max(ticks_diff(now, self.last_sent), ticks_diff(now, self.last_recv))
+                idle = max(ticks_diff(now, self._last_sent), ticks_diff(now, self._last_recv))
                 wait = half if idle >= ka and self.ping(now) else max(ka - idle, 1)
         if _RETRY and self.retry_ms:  # 3.x may resend flows on a timer, with DUP set (retry.py; 0 in Session5)
             wait = self._late(self.flights, now, self.retry_ms, min(wait, self.retry_ms))
@@ -544,7 +544,7 @@ class Session:
         self.out[i] = 0xC0
         self.out[i + 1] = 0
         self.outlen = i + 2
-        self.last_sent = self._ping_at = now
+        self._last_sent = self._ping_at = now
         self.pinging = True
         return True
 
@@ -569,4 +569,4 @@ class Session:
             self.outlen = i
         else:
             self.outlen = i + encode(b, p, self.version, i)
-        self.last_sent = self._now
+        self._last_sent = self._now

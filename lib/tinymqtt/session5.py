@@ -5,7 +5,7 @@ from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectErro
 from tinymqtt.packets import Packet, encode_publish, read_packet, v5
 from tinymqtt.packets import read_publish as _read_message  # (props has a read_publish: one namespace when bundled)
 from tinymqtt.session import Session, const
-from tinymqtt.wire import vbi_len
+from tinymqtt.wire import _vbi_len
 from tinymqtt.aliases import TopicAliases
 
 # MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
@@ -188,7 +188,7 @@ class Session5(Session):
         a = 3 if self.aliases.max and not dup else 0
         while True:
             n = 2 + len(t) + (2 if q else 0) + len(pl) + v5().put(None, 0, pr, _PUBLISH, a) + a
-            n += 1 + vbi_len(n)
+            n += 1 + _vbi_len(n)
             if not a or n <= self._most:
                 break
             a = 0
@@ -201,7 +201,7 @@ class Session5(Session):
             else:
                 a = -a
         self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, a, self.outlen)
-        self.last_sent = self._now
+        self._last_sent = self._now
         return 0
 
     def subscribe(self, topics, props=None, handler=None):

@@ -6,7 +6,7 @@
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const  # (const: micropython's; int on CPython)
 
 
-def vbi_len(v):
+def _vbi_len(v):
     return 1 + (v > 127) + (v >> 14 > 0) + (v >> 21 > 0)  # (past 127, 16383, 2097151)
 
 
@@ -23,9 +23,9 @@ def put(b, pos, v, n):
     return pos + n  # (n is 0 once written)
 
 
-def put_str(b, pos, v):
+def _put_str(b, pos, v):
     # A UTF-8 string or binary data with its two-byte length, refused where MQTT cannot carry it. Caching encoded
-    # bytes avoids the encode (and put_str(None, 0, v) then sizes it without allocating).
+    # bytes avoids the encode (and _put_str(None, 0, v) then sizes it without allocating).
     if isinstance(v, str):
         if "\x00" in v:
             raise LocalProtocolError(0x81, "U+0000 is not allowed in an MQTT string: %r" % v)

@@ -353,7 +353,7 @@ def test_vbi_bytes():
         b = bytearray(6)
         end = P.put_vbi(b, 1, v)
         assert end == 1 + len(want) and bytes(b[1:end]) == want, "VBI %d -> %s" % (v, hx(b[1:end]))
-        assert P.put_vbi(None, 0, v) == len(want) == wire.vbi_len(v)
+        assert P.put_vbi(None, 0, v) == len(want) == wire._vbi_len(v)
         r = P.Reader(memoryview(want), 0, len(want))
         assert P.vbi(r, "x") == v and r.pos == len(want)
     raises(LocalProtocolError, 0x95, P.put_vbi, bytearray(5), 0, 268435456)
