@@ -8,7 +8,7 @@ from tinymqtt import cli_args
 from tinymqtt.cli_format import message_line
 from tinymqtt.errors import MQTTError
 from tinymqtt.packets import SUBACK, sub_options
-from tinymqtt.topic import matches
+from tinymqtt.handlers import matches
 
 TOPIC_ALIASES = 16  # inbound topic aliases a v5 sub accepts
 

@@ -176,7 +176,7 @@ def _join(modules, where, origins, outer, rename):
     """([each module's text as bundled], [its renamed __getattr__s], [(name, asname) the modules import from
     outer's]) for modules in dependency order: bundle()'s join. where, origins: the names bound before them (by the
     header); outer: lazy_bundle()'s (their imports from these modules are dropped: the caller imports the names);
-    rename: each module's __getattr__ becomes _getattr_M (the caller's __getattr__ asks them)."""
+    rename: each module's __getattr__ becomes _ga0, _ga1... in module order (the caller's __getattr__ asks them)."""
     names = [n for n, _ in modules]
     consts, getattrs, parts, hoisted = {}, [], [], []  # const name -> (module, value dump)
     for mod, text in modules:
@@ -210,7 +210,7 @@ def _join(modules, where, origins, outer, rename):
                 continue
             if rename and isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
                 # a module's __getattr__ would answer for the package: renamed, and called by the package's own
-                renamed = "_getattr_" + mod
+                renamed = "_ga%d" % len(getattrs)  # (short: its name's text is in the .mpy and the heap)
                 i = stmt.lineno - 1
                 lines[i] = lines[i].replace("def __getattr__(", "def %s(" % renamed, 1)
                 getattrs.append(renamed)
