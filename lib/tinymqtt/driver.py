@@ -43,6 +43,8 @@ def new_session(on_event, **options):
             if options.setdefault("version", 5) == 5:
                 if _MQTT5:
                     from tinymqtt.session5 import Session5 as S
+            elif _MQTT5:  # (a full board's config.SESSION names MQTT 5's inbound alias limit for every version)
+                options.pop("topic_alias_maximum", 0)
             if _APP_ACKS and options.get("manual_ack", 0) != 0:  # the application acknowledges (True; None: aio)
                 from tinymqtt.app_acks import extended
                 S = extended(S)

@@ -70,11 +70,12 @@ class Session:
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, receive_maximum=16, max_packet_size=4096, max_inflight=16, out_size=0,
-                 topic_alias_maximum=0, manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000,
+                 manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000,
                  on_event=None):
-        # (props, session_expiry, send_alias_maximum are Session5's: a 3.x session given one raises TypeError. It
-        # takes and ignores topic_alias_maximum, which a full board's config.SESSION passes to any version: 26 B
-        # here, 33 B as a pop in driver.new_session. manual_ack: app_acks.py's class takes it before it comes here)
+        # (props, session_expiry, topic_alias_maximum, send_alias_maximum are Session5's: a 3.x session given one
+        # raises TypeError; driver.new_session drops the topic_alias_maximum a full board's config.SESSION gives any
+        # version, a pop that a build without MQTT 5 compiles out. manual_ack: app_acks.py's class takes it before
+        # it comes here)
         if (version != 3 and version != 4 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
                 or not _RETRY and retry_ms):
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
