@@ -89,7 +89,7 @@ def test_one_publish_reader_for_decode_and_the_session():
         assert d.props == ({0x23: 4} if "alias" in kw else kw.get("props"))
 
 
-def test_a_new_session_subscribes_again_in_order_each_filter_with_properties_alone():
+def test_a_new_session_subscribes_again_in_order_each_filter_alone_with_its_properties():
     from tinymqtt.packets import frame, SUBSCRIBE
     from tinymqtt.session5 import Session5
     s = Session5(client_id="resub")
@@ -105,4 +105,4 @@ def test_a_new_session_subscribes_again_in_order_each_filter_with_properties_alo
         sent.append((p.type, p.topics, p.props))
         out = out[n:]
     assert sent == [(SUBSCRIBE, [("a", 1)], None), (SUBSCRIBE, [("b", 1)], {0x0B: 7}),
-                    (SUBSCRIBE, [("c", 0), ("d", 2)], None)]
+                    (SUBSCRIBE, [("c", 0)], None), (SUBSCRIBE, [("d", 2)], None)]
