@@ -100,10 +100,10 @@ class Client(Driver):
             raise LocalProtocolError(0x80, "no acknowledgement for packet id %d within %.1f s" % (pid, timeout))
         return None if p is True else p  # (True: the link dropped first; the new connection asks again)
 
-    def ack(self, message):
-        """Manual-ack mode: acknowledge a message once it is safely handled. Without manual_ack there is nothing
-        to do (its handler's return acknowledged it; that session has no ack())."""
-        if _APP_ACKS:
+    if _APP_ACKS:  # (a build without app_acks.py refuses manual_ack: no ack() either)
+        def ack(self, message):
+            """Manual-ack mode: acknowledge a message once it is safely handled. Without manual_ack there is nothing
+            to do (its handler's return acknowledged it; that session has no ack())."""
             a = getattr(self.session, "ack", None)
             if a:
                 while not a(message):  # False: `out` is full, written first

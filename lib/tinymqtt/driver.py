@@ -65,7 +65,9 @@ class Driver:
     AUTH. Re-authenticate with client.session.auth(0x19, props), then flush."""
 
     # (defaults in the class: an instance holds only what it changed)
-    transport = last_error = on_message = on_connect = on_disconnect = on_event = on_auth = None
+    transport = last_error = on_message = on_connect = on_disconnect = on_event = None
+    if _MQTT5:  # (a build without MQTT 5 has no AUTH to answer)
+        on_auth = None
     _delay = 0  # the next reconnect backoff, ms (0: backoff_min_ms)
 
     def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
