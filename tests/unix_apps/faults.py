@@ -7,7 +7,7 @@ import json
 import time
 
 import config
-from tinymqtt.driver import _LINK_ERRORS
+from tinymqtt.errors import ConnectError, ConnectionLost, RemoteProtocolError
 from tinymqtt.session import LOST
 
 V, N, TOPIC = config.VERSION, config.N, config.TOPIC
@@ -84,7 +84,7 @@ async def aio():
                 await asyncio.sleep_ms(5)
             try:
                 await c.flush()
-            except _LINK_ERRORS:
+            except (OSError, ConnectionLost, RemoteProtocolError, ConnectError):  # (what ends a link)
                 pass  # the reader task sees the cut too and reconnects; the session keeps the messages
         while c.session.flights.count and time.ticks_diff(time.ticks_ms(), start) < 90000:
             await asyncio.sleep_ms(20)

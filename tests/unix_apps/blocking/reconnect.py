@@ -26,10 +26,11 @@ persist = {"session_expiry": 300} if V == 5 else {"clean": False}
 dev = Client(config.BROKER_HOST, config.BROKER_PORT, client_id=config.CLIENT_ID, version=V, will=will,
              backoff_min_ms=100, backoff_max_ms=400, max_inflight=2 * N + 2, **persist)
 dev.on_connect = lambda connack: connects.append(dev.session.session_present)
+dev.on_message = on_cmd  # (only PREFIX/cmd; profile mqtt311 has no per-subscription handlers)
 ctl = Client(config.BROKER_HOST, config.CTRL_PORT, client_id=config.CLIENT_ID + "c", version=V, reconnect=False)
 ctl.on_message = lambda m: orders.append(bytes(m.payload))
 dev.connect()
-dev.subscribe(PREFIX + "cmd", 2, handler=on_cmd)
+dev.subscribe(PREFIX + "cmd", 2)
 ctl.connect()
 ctl.subscribe(PREFIX + "ctl", 1)
 print("READY")
