@@ -1,8 +1,9 @@
 # Bundling (boards.toml `bundle` and `lazy_bundle`, tools/deploy/bundle.py): the bundler joins modules into one
 # namespace and refuses a name two of them define differently; on the bundled trees deploy writes, every import
 # form that README, the examples and the tests use works on the real unix-port MicroPython (and CPython for the
-# source tree), modules outside the bundle load on first use (the lazy bundle's file: for any of its modules, and
-# only for an MQTT 5 app), and a full tree's MQTT 5 and 3.1.1 blocking clients talk to mosquitto.
+# source tree), modules outside the bundle load on first use (a lazy bundle's file: for any of its modules; no
+# profile has one now, so synthetic modules show it), and a full tree's MQTT 5 and 3.1.1 blocking clients talk to
+# mosquitto.
 import os
 import subprocess
 import sys
@@ -222,13 +223,13 @@ def test_every_import_form_works_on_the_bundled_tree(broker, tmp_path, profile, 
     assert eval(loaded) == sorted(["tinymqtt"] + bundled + (["tinymqtt.client"] if profile == "full" else [])), \
         "the bundle's names, and no module outside it before it is used"
     if profile == "full":
-        assert eval(last) == [(prefix + "/t", b"v5", [("k", "v")])], "MQTT 5 (lazily loaded) over the bundle"
+        assert eval(last) == [(prefix + "/t", b"v5", [("k", "v")])], "MQTT 5, in the bundle"
     else:
         assert last == "LocalProtocolError 132", "mqtt311 has no props.py: v5() says 0x84"
 
 
-# On the full tree: an MQTT 5 app whose first import is the examples' `from tinymqtt import props as P` (the lazy
-# bundle's file loads for it), then a 3.1.1 app, which never loads it; both through mosquitto.
+# On the full tree, whose bundle holds MQTT 5 (boards.toml): an MQTT 5 app whose first import is the examples' `from
+# tinymqtt import props as P`, and a 3.1.1 app; both through mosquitto.
 LAZY_APPS = {5: '''from tinymqtt import props as P
 import sys
 from tinymqtt.client import Client
@@ -257,15 +258,15 @@ print(got)
 
 @pytest.mark.parametrize("version", [5, 4])
 @pytest.mark.parametrize("kind", ["unix", "cpython"])
-def test_only_an_mqtt5_app_loads_the_lazy_bundle_from_the_deployed_tree(broker, tmp_path, kind, version):
+def test_full_bundles_mqtt5_and_both_versions_run_from_the_deployed_tree(broker, tmp_path, kind, version):
     if kind == "unix" and not os.path.exists(MICROPYTHON):
         pytest.skip("no unix-port micropython")
     b = boards.get("linux", profile="full")
-    assert b.lazy_bundle[0] == "tinymqtt/session5.py"
+    v5 = {"tinymqtt/session5.py", "tinymqtt/props.py", "tinymqtt/aliases.py"}
+    assert v5 <= set(b.bundle) and not b.lazy_bundle
     tree = deploy(tmp_path, "linux", "full", *(["--source"] if kind == "cpython" else []))
     ext = ".py" if kind == "cpython" else ".mpy"
-    assert (tree / "lib" / "tinymqtt" / ("session5" + ext)).is_file()
-    assert not any((tree / "lib" / "tinymqtt" / (m + ext)).exists() for m in ("props", "aliases"))
+    assert not any((tree / "lib" / (m[:-3] + ext)).exists() for m in v5), "in tinymqtt/__init__, not files"
     prefix = "lazy/%s" % uuid.uuid4().hex
     code = "HOST, PORT, PREFIX, VERSION = %r, %d, %r, %d\n" % (broker.host, broker.port, prefix, version) + \
         LAZY_APPS[version] + LAZY_RUN
@@ -277,11 +278,7 @@ def test_only_an_mqtt5_app_loads_the_lazy_bundle_from_the_deployed_tree(broker, 
     assert p.returncode == 0, p.stdout + p.stderr
     loaded, got = [eval(line) for line in p.stdout.splitlines()[-2:]]
     assert got == [(prefix + "/t", b"v%d" % version)]
-    lazy = {"tinymqtt." + m[9:-3] for m in b.lazy_bundle}
-    if version == 5:
-        assert lazy <= set(loaded)
-    else:
-        assert not lazy & set(loaded), "a 3.1.1 app on full never loads the lazy bundle"
+    assert {"tinymqtt." + m[9:-3] for m in v5} <= set(loaded), "the bundle names its modules when it loads"
 
 
 def test_boards_toml_refuses_a_bundle_outside_the_profiles_files():

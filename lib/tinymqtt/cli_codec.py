@@ -160,7 +160,7 @@ def _encode(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK
         if v < V5 and p.type == UNSUBACK:
             return pos
     if v == V5:
-        pos = K.v5().put(b, pos, p.props, p.type, 0)
+        pos = K.v5().put_props(b, pos, p.props, p.type, 0)
     for c in p.codes or ():
         pos = put(b, pos, c, 1)
     return pos

@@ -232,7 +232,7 @@ def read_publish(mv, pos, end, p, version):
     if not _MQTT5 and version == _V5:
         v5()  # (raises: this build has no MQTT 5)
     if _MQTT5 and version == _V5:
-        i = v5().read_publish(mv, i, end, p)  # its properties: p.props, p.alias
+        i = v5().read_publish_props(mv, i, end, p)  # its properties: p.props, p.alias
     if not s and (not _MQTT5 or p.alias < 0):  # (a build without MQTT 5 has no aliases: -1)
         raise protocol_error("empty topic name without a topic alias")
     p.topic = s
@@ -324,7 +324,7 @@ def encode(buf, p, version=_V5, off=0):
             pos = _put_str(b, pos, p.client_id)
             if w:
                 if _MQTT5 and version == _V5:
-                    pos = P.put(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
+                    pos = P.put_props(b, pos, w.props, 0, 0)  # P: loaded for the CONNECT's own properties; 0: a Will's
                 pos = _put_str(b, _put_str(b, pos, w.topic), w.payload)
             for f in (u, pw):
                 if f is not None:

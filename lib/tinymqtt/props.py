@@ -218,19 +218,19 @@ def _body(b, pos, props, ptype):
     return pos
 
 
-def put(b, pos, props, ptype, extra):
+def put_props(b, pos, props, ptype, extra):
     """Writes a property block (its length, then the properties); `extra` reserves body bytes the caller writes
-    right after (a topic alias). b None counts: the block's bytes then are put(None, 0, ...) + extra."""
+    right after (a topic alias). b None counts: the block's bytes then are put_props(None, 0, ...) + extra."""
     return _body(b, put_vbi(b, pos, _body(None, 0, props, ptype) + extra), props, ptype)
 
 
 def put_publish(b, pos, props, alias):
     """A PUBLISH's property block, with a Topic Alias property last when alias is set; b None only counts."""
-    pos = put(b, pos, props, 3, 3 if alias else 0)
+    pos = put_props(b, pos, props, 3, 3 if alias else 0)
     return put_int(b, put_int(b, pos, 0x23, 1), alias, 2) if alias else pos  # 0x23: Topic Alias
 
 
-def read_publish(mv, i, end, m):
+def read_publish_props(mv, i, end, m):
     """The property block of a PUBLISH at mv[i] (the packet ends at end): sets m.props and m.alias (which
     packets.read_publish has set to None and -1) and returns where the payload starts. A Topic Alias alone, the
     common case, is read in place, allocating nothing (m.props stays None)."""
@@ -253,11 +253,11 @@ def put_fields(b, pos, p):
     it has either (success without properties is the shorter form without both); PINGREQ's nothing."""
     t = p.type
     if t == 1 or t == 8 or t == 10:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE
-        return put(b, pos, p.props, t, 0)
+        return put_props(b, pos, p.props, t, 0)
     if (p.reason or p.props) and t != 12 and t != 13:  # (PINGREQ and PINGRESP carry neither)
         pos = put_int(b, pos, p.reason, 1)
         if p.props:
-            pos = put(b, pos, p.props, t, 0)
+            pos = put_props(b, pos, p.props, t, 0)
     return pos
 
 

@@ -187,7 +187,7 @@ class Session5(Session):
         # full topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
         a = 3 if self.aliases.max and not dup else 0
         while True:
-            n = 2 + len(t) + (2 if q else 0) + len(pl) + v5().put(None, 0, pr, _PUBLISH, a) + a
+            n = 2 + len(t) + (2 if q else 0) + len(pl) + v5().put_props(None, 0, pr, _PUBLISH, a) + a
             n += 1 + _vbi_len(n)
             if not a or n <= self._most:
                 break

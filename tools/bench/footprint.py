@@ -28,7 +28,9 @@ MP_RUN = os.path.join(ROOT, "tests", "support", "mp_run.mjs")
 # (label, profile, app, MQTT version): the clients of the closing table
 ROWS = (("tinymqtt blocking", "mqtt311", "fp_blocking.py", 4),
         ("tinymqtt blocking", "full", "fp_blocking.py", 5),
-        ("tinymqtt asyncio", "full", "fp_aio.py", 5))
+        ("tinymqtt asyncio", "full", "fp_aio.py", 5),
+        # what a 3.1.1 application pays for choosing full over mqtt311 (full's bundle holds MQTT 5: boards.toml)
+        ("tinymqtt blocking, MQTT 3.1.1", "full", "fp_blocking.py", 4))
 
 
 def micropython():
@@ -243,12 +245,12 @@ def measure(quick=False, log=print):
         with tempfile.TemporaryDirectory(prefix="tinymqtt-fp-") as tmp, \
                 (mp_unix32.Runner(wheel, tmp) if wheel else contextlib.nullcontext()) as u32:
             for label, profile, app, version in ROWS:
-                dest = tree(os.path.join(tmp, "%s-%s" % (profile, app[:-3])), profile, app, version, broker.host,
-                            broker.port)
+                dest = tree(os.path.join(tmp, "%s-%s-v%d" % (profile, app[:-3], version)), profile, app, version,
+                            broker.host, broker.port)
                 opts = deploy.session_for(boards_mod.get("esp32", profile=profile))
                 d32 = tree32(dest, app, version, opts)
                 row = {"client": label, "profile": profile, "version": version,
-                       "mpy": sum(n for m, n in res["mpy"][profile].items() if m in _loaded(profile, app)),
+                       "mpy": sum(n for m, n in res["mpy"][profile].items() if m in _loaded(profile, app, version)),
                        "unix": run_unix(dest, 512 * 1024),
                        "wasm": run_wasm(d32, app, version, opts, 1 if quick else WASM_RUNS),
                        "romfs": run_unix_romfs(dest)}
@@ -331,13 +333,15 @@ def peer_rows(tmp, broker, quick, log=print, u32=None):
     return rows
 
 
-def _loaded(profile, app):
+def _loaded(profile, app, version=5):
     """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py, a lazy bundle its first
     module's file) an app of this kind imports (the other client's module is not loaded, unless it is in the bundle;
-    app_acks only with aio, which imports it, or manual_ack, which the rows' blocking app does not set; the rows'
-    apps on full speak MQTT 5, so they load MQTT 5's modules)."""
+    app_acks only with aio, which imports it, or manual_ack, which the rows' blocking app does not set; MQTT 5's
+    modules outside the bundle only for version 5)."""
     p = boards_mod.profiles()[profile]
     skip = ("tinymqtt/client.py",) if "aio" in app else ("tinymqtt/aio.py", "tinymqtt/app_acks.py")
+    if version != 5:
+        skip += ("tinymqtt/session5.py", "tinymqtt/props.py", "tinymqtt/aliases.py")
     return [m for m in p.lib if m not in skip and m != "tinymqtt/reasons.py"  # reasons: only when an error is shown
             and m not in p.bundle + p.lazy_bundle[1:]]
 
