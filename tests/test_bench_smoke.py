@@ -35,7 +35,7 @@ def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):
     from tools import boards, deploy
     from tools.bench import footprint
     for label, profile, app, version in footprint.ROWS:
-        dest = footprint.tree(str(tmp_path / ("%s-%s" % (profile, app[:-3]))), profile, app, version)
+        dest = footprint.tree(str(tmp_path / ("%s-%s-v%d" % (profile, app[:-3], version))), profile, app, version)
         opts = deploy.session_for(boards.get("esp32", profile=profile))
         got = footprint.run_unix(footprint.tree32(dest, app, version, opts), 512 * 1024, main="fp32.py")
         assert got and got["received"] == 1 and 0 < got["import"] < got["connected"], (label, profile, got)
