@@ -631,8 +631,9 @@ def notes(res):
                          for p, n, limit in got)
         L += ["### .mpy size", "",
               "- **Issue 12's `.mpy` targets, each profile's files as deploy writes them for esp32: %s**; per "
-              "client in \"Profiles on a board\". The 3.1.1 path carries no MQTT 5 (session5, props and aliases "
-              "load only for version 5), a build compiles out the hooks into the modules its profile leaves out "
+              "client in \"Profiles on a board\". Profile mqtt311 carries no MQTT 5 (full bundles it: the "
+              "default version; its \"MQTT 3.1.1\" row is what a 3.1.1 application pays for choosing full), a "
+              "build compiles out the hooks into the modules its profile leaves out "
               "(tools/deploy/features.py), the codec holds only the client half and the two clients share one "
               "driver base; still session.mpy is %s and packets.mpy %s (portable, unbundled). What "
               "is left is code, not state: a connected client's heap is mostly its imported bytecode, functions and "
