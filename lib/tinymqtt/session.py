@@ -226,11 +226,11 @@ class Session:
             t = todo[0]
             o = self.subs.get(t)
             if o:
-                t = [(t, o[0])]
+                one = [(t, o[0])]
                 if f.count == f.size or self.out_size - self.outlen < encode(None, Packet(
-                        _SUBSCRIBE, pid=1, topics=t, props=o[1]), self.version):
+                        _SUBSCRIBE, pid=1, topics=one, props=o[1]), self.version):
                     break  # (the queued messages may still go)
-                self._request(_SUBSCRIBE, t, o[1])
+                self._request(_SUBSCRIBE, one, o[1])
             del todo[0]
         if _MQTT5:
             window = self.server_receive_maximum  # (the slots bound unacked too; 3.x: only they do)
