@@ -6,6 +6,12 @@
 # before, and an application's own attributes cannot meet one). Tracebacks on the board name `_a`:
 # `python -m tools.deploy.short_names` prints the table. The source never changes: a build step, like -O3.
 #
+# A private name the library binds only as an attribute (`self._ping_at = ...`: never a def, a class, a global, a
+# parameter) gets no new text at all where one is free: one of STATIC, names every MicroPython firmware already has
+# (the .mpy format's static qstr list, so the .mpy names it by number and the board interns nothing), chosen for being
+# str methods and builtins nobody sets on a client (`c.isdigit`). An attribute is no module name, so `from
+# tinymqtt import *` gets none, and tracebacks never show one (functions keep the `_x` form).
+#
 # Only names the library itself binds are renamed (def, class, a parameter, an assignment to a name or an
 # attribute, import as), in code and in strings that are exactly such a name (getattr(p, "_era")); a private
 # name the library only reads (another module's, or one only a type()'s dict binds) stays, in code and strings.
@@ -20,6 +26,10 @@ import tokenize
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lib", "tinymqtt")
 PRIVATE = re.compile(r"_[A-Za-z][A-Za-z0-9_]*\Z")  # (not "_", not a dunder or a mangled __name)
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# (in this order; a name a library module already has is skipped: tests/test_short_names.py checks each is static)
+STATIC = ("isalpha", "isdigit", "islower", "isspace", "isupper", "lstrip", "rstrip", "rsplit", "rfind", "rindex",
+          "popitem", "divmod", "from_bytes", "to_bytes", "little", "callable", "classmethod", "staticmethod",
+          "locals", "eval", "exec", "chr", "ord", "pow", "zip", "abs")
 
 
 class NameClash(ValueError):
@@ -57,6 +67,21 @@ def _bound(tree):
     return {x for x in out - consts if PRIVATE.match(x)}
 
 
+def _bound_otherwise(tree):
+    """Names this module binds other than as an attribute (def, class, parameter, a name, import as)."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.alias) and n.asname:
+            out.add(n.asname)
+    return out
+
+
 def _names(text):
     """Every NAME token of text."""
     return [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME]
@@ -74,11 +99,14 @@ def _short(i):
 @functools.lru_cache(maxsize=1)
 def table():
     """{private name: short name} for the whole library: the names in the most modules (each .mpy holds a name
-    once), then the most used, get the shortest; no short name is a name any module already has."""
+    once), then the most used, get the shortest (an attribute-only one: a STATIC name while one is free); no short
+    name is a name any module already has."""
     sources = library_sources()
-    bound, files, uses, taken = set(), {}, {}, set()
+    bound, files, uses, taken, other = set(), {}, {}, set(), set()
     for text in sources.values():
-        bound |= _bound(ast.parse(text))
+        tree = ast.parse(text)
+        bound |= _bound(tree)
+        other |= _bound_otherwise(tree)
         names = _names(text)
         taken.update(names)
         for n in set(names):
@@ -86,7 +114,11 @@ def table():
         for n in names:
             uses[n] = uses.get(n, 0) + 1
     out, i = {}, 0
+    static = [n for n in STATIC if n not in taken]
     for name in sorted(bound, key=lambda n: (-files.get(n, 0), -uses.get(n, 0), n)):
+        if name not in other and static:
+            out[name] = static.pop(0)
+            continue
         while _short(i) in taken:
             i += 1
         if len(_short(i)) < len(name):
