@@ -3,6 +3,7 @@
 # needs a module the profile leaves out is refused at deploy time; tools.size measures what each profile costs.
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -143,6 +144,24 @@ def test_mqtt311_refuses_v5_manual_ack_and_handlers_and_loads_no_v5_module_on_mi
     assert no_handlers == "LocalProtocolError 132 {}", "handler= (handlers.py, not in mqtt311): 0x84, nothing subscribed"
     assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
                             "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
+
+
+def test_mqtt311_files_installed_as_they_are_refuse_v5_with_0x84_also_given_v5_options(tmp_path):
+    # mip and manifest.py install the profile's files unchanged (features on, no session5.py): version=5 with an
+    # MQTT 5 option a full board's config holds must still meet 0x84, not a TypeError for the option.
+    lib = tmp_path / "lib" / "tinymqtt"
+    lib.mkdir(parents=True)
+    for f in boards.profiles()["mqtt311"].lib:
+        shutil.copy(os.path.join(REPO, "lib", f), lib)
+    code = ("import sys\nsys.path[:0] = [%r, %r]\nfrom tinymqtt.client import Client\n"
+            "for o in ({}, {'topic_alias_maximum': 4}):\n    try:\n        Client('127.0.0.1', 1, version=5, **o)\n"
+            "    except Exception as e:\n        print(type(e).__name__, e.reason)\n" % (str(tmp_path / "lib"),
+                                                                             os.path.join(REPO, "ports", "linux")))
+    runs = [[sys.executable, "-I", "-c", code]] + ([[MICROPYTHON, "-c", code]] if os.path.exists(MICROPYTHON) else [])
+    for cmd in runs:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.splitlines() == ["LocalProtocolError 132"] * 2, cmd[0]
 
 
 def test_a_311_client_of_the_full_library_never_imports_mqtt5():

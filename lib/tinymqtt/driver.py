@@ -49,7 +49,7 @@ def new_session(on_event, **options):
                 from tinymqtt.app_acks import extended
                 S = extended(S)
         except ImportError:  # profile mqtt311's files, frozen or installed by mip: Session refuses both with 0x84
-            pass
+            options.pop("topic_alias_maximum", 0)  # (an MQTT 5 option, which would be a TypeError before that)
     else:  # a build with neither module (deploy's mqtt311) carries no try: Session refuses 5 and manual_ack (0x84)
         options.setdefault("version", 5)
     return S(on_event=on_event, **options)
