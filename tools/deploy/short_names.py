@@ -47,39 +47,25 @@ def library_sources():
     return out
 
 
-def _bound(tree):
-    """Private names this module binds, but for `_X = const(...)`'s (which MicroPython drops: they cost nothing)."""
-    out, consts = set(), set()
+def _bindings(tree):
+    """(private names this module binds, but for `_X = const(...)`'s, which MicroPython drops: they cost nothing;
+    every name it binds other than as an attribute: a def, a class, a parameter, a name, import as)."""
+    attrs, other, consts = set(), set(), set()
     for n in ast.walk(tree):
         if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
                 and n.value.func.id == "const"):
             consts.update(t.id for t in n.targets if isinstance(t, ast.Name))
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
+            other.add(n.name)
         elif isinstance(n, ast.arg):
-            out.add(n.arg)
+            other.add(n.arg)
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            out.add(n.id)
+            other.add(n.id)
         elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
-            out.add(n.attr)
+            attrs.add(n.attr)
         elif isinstance(n, ast.alias) and n.asname:
-            out.add(n.asname)
-    return {x for x in out - consts if PRIVATE.match(x)}
-
-
-def _bound_otherwise(tree):
-    """Names this module binds other than as an attribute (def, class, parameter, a name, import as)."""
-    out = set()
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, ast.arg):
-            out.add(n.arg)
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            out.add(n.id)
-        elif isinstance(n, ast.alias) and n.asname:
-            out.add(n.asname)
-    return out
+            other.add(n.asname)
+    return {x for x in (attrs | other) - consts if PRIVATE.match(x)}, other
 
 
 def _names(text):
@@ -104,9 +90,9 @@ def table():
     sources = library_sources()
     bound, files, uses, taken, other = set(), {}, {}, set(), set()
     for text in sources.values():
-        tree = ast.parse(text)
-        bound |= _bound(tree)
-        other |= _bound_otherwise(tree)
+        mine, others = _bindings(ast.parse(text))
+        bound |= mine
+        other |= others
         names = _names(text)
         taken.update(names)
         for n in set(names):
