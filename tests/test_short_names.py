@@ -10,7 +10,7 @@ import pytest
 
 from tools import boards
 from tools.deploy import library_files, library_text
-from tools.deploy.short_names import PRIVATE, STATIC, NameClash, library_sources, rename, table
+from tools.deploy.short_names import PRIVATE, SEEN, STATIC, NameClash, library_sources, rename, table
 
 REPO = boards.REPO
 
@@ -34,13 +34,15 @@ def test_the_table_is_one_to_one_private_and_new():
         assert new not in taken, "a short name is one the library already uses"
         if new in STATIC:
             attributes_only.add(old)
-    assert "_ping_at" in attributes_only and "_on_connack" not in attributes_only
-    for text in library_sources().values():  # a STATIC name is never a def, class, parameter or global's
-        tree = ast.parse(text)
+    assert "_last_sent" in attributes_only and "_on_connack" not in attributes_only
+    for name, text in library_sources().items():  # a STATIC name is never a def, class, parameter or global's,
+        tree = ast.parse(text)  # nor an attribute of the client or of a message (what the REPL shows a user)
         for n in ast.walk(tree):
             bound = getattr(n, "name", None) or getattr(n, "arg", None) or \
-                (n.id if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) else None)
+                (n.id if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) else None) or \
+                (n.attr if name in SEEN and isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else None)
             assert bound not in attributes_only
+    assert "_era" not in attributes_only and "_inbox" not in attributes_only  # (a message's, the asyncio client's)
     assert "_on_connack" in t and "_CONNECT" not in t  # (a const() name costs nothing: it keeps its place)
     assert "_io_queue" not in t  # (never bound by the library: another module's name stays as it is)
 

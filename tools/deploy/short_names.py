@@ -6,11 +6,13 @@
 # before, and an application's own attributes cannot meet one). Tracebacks on the board name `_a`:
 # `python -m tools.deploy.short_names` prints the table. The source never changes: a build step, like -O3.
 #
-# A private name the library binds only as an attribute (`self._ping_at = ...`: never a def, a class, a global, a
+# A private name the library binds only as an attribute (`self._last_sent = ...`: never a def, a class, a global, a
 # parameter) gets no new text at all where one is free: one of STATIC, names every MicroPython firmware already has
 # (the .mpy format's static qstr list, so the .mpy names it by number and the board interns nothing), chosen for being
-# str methods and builtins nobody sets on a client (`c.isdigit`). An attribute is no module name, so `from
-# tinymqtt import *` gets none, and tracebacks never show one (functions keep the `_x` form).
+# str methods and builtins nobody sets on an object of theirs. An attribute is no module name, so `from tinymqtt
+# import *` gets none, and tracebacks never show one (functions keep the `_x` form). What an application looks at
+# in the REPL keeps the `_x` form, where `c.isdigit` would read as a bug: the attributes that SEEN's modules set
+# (on its client; app_acks.py's on its messages). The session's and the in-flight window's are further from its eyes.
 #
 # Only names the library itself binds are renamed (def, class, a parameter, an assignment to a name or an
 # attribute, import as), in code and in strings that are exactly such a name (getattr(p, "_era")); a private
@@ -27,6 +29,7 @@ LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 PRIVATE = re.compile(r"_[A-Za-z][A-Za-z0-9_]*\Z")  # (not "_", not a dunder or a mangled __name)
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # (in this order; a name a library module already has is skipped: tests/test_short_names.py checks each is static)
+SEEN = ("driver.py", "client.py", "aio.py", "app_acks.py")
 STATIC = ("isalpha", "isdigit", "islower", "isspace", "isupper", "lstrip", "rstrip", "rsplit", "rfind", "rindex",
           "popitem", "divmod", "from_bytes", "to_bytes", "little", "callable", "classmethod", "staticmethod",
           "locals", "eval", "exec", "chr", "ord", "pow", "zip", "abs")
@@ -89,10 +92,10 @@ def table():
     name is a name any module already has."""
     sources = library_sources()
     bound, files, uses, taken, other = set(), {}, {}, set(), set()
-    for text in sources.values():
+    for name, text in sources.items():
         mine, others = _bindings(ast.parse(text))
         bound |= mine
-        other |= others
+        other |= mine if name in SEEN else others
         names = _names(text)
         taken.update(names)
         for n in set(names):
