@@ -24,6 +24,11 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
             assert run["received"] == run["sent"] == 300, run  # every message reached the counter
     page = (out / "benchmarks.md").read_text()
     assert "## 1. Throughput" in page and "## How to reproduce" in page
+    parts = res["footprint"].get("parts")  # (tools/bench/heap_parts.py: where the 32-bit heap from .mpy goes)
+    assert parts and len(parts) == 3 and "Where the 32-bit heap from `.mpy` goes" in page
+    for r in parts:
+        assert r["functions"] > 50 and r["code"] > 5000 and r["names"] > 0, r
+        assert 0 < r["import"] < r["made"] and r["import"] < r["connected"], r
     assert "Targets" in p.stdout
 
 

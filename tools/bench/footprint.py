@@ -266,12 +266,24 @@ def measure(quick=False, log=print):
             for row in peer_rows(tmp, broker, quick, log, u32):
                 log("footprint: %s: %r" % (row["client"], row))
                 res["rows"].append(row)
+            res["parts"] = heap_parts(tmp, log)
     finally:
         broker.close()
     if wheel:
         res["u32"] = mp_unix32.LABEL
         log("footprint: the 32-bit unix port rows took %.1f s" % u32_s)
     return res
+
+
+def heap_parts(tmp, log=print):
+    """tools/bench/heap_parts.py's rows (where the 32-bit heap from .mpy goes), or None without node."""
+    from tools.bench import heap_parts as parts
+    if not shutil.which("node") or not os.path.isdir(os.path.join(ROOT, "node_modules", "@micropython")):
+        return None
+    rows = [parts.measure(row, os.path.join(tmp, "parts")) for row in ROWS if "3.1.1" not in row[0]]
+    for r in rows:
+        log("footprint: heap parts: %r" % r)
+    return rows
 
 
 # Each 32-bit unix port figure is the least of these runs; "spread" is the most minus the least (connected).
@@ -388,6 +400,14 @@ def table(res):
               "asyncio (which it needs for that) before its baseline: the asyncio module's own objects are not in "
               "the asyncio row. Each figure is the least of %d runs: about one run in three reads ~4 KB more "
               "(memory the conservative collector still finds referenced)." % WASM_RUNS]
+    if res.get("parts"):
+        from tools.bench import heap_parts as parts
+        lines += ["", "Where the 32-bit heap from `.mpy` goes (tools/bench/heap_parts.py, WebAssembly build, one run; "
+                  "its own script, so its totals differ a little from the table's): the functions and code bytes "
+                  "of the `.mpy` files the client loads (a plain `.mpy`'s bytecode is copied to the heap; ROMFS and "
+                  "freezing leave it in flash), the names the import interns with their heap (pools included), and "
+                  "the heap after import, after `Client()` (its buffers and objects) and connected.", "",
+                  parts.table(res["parts"])]
     spreads = [x["spread"] for r in res["rows"] for x in (r.get("u32"), r.get("u32_romfs")) if x]
     if spreads:
         lines += ["", "The \"32-bit unix port (wasm32)\" columns: %s, the same tree and the same script as the "
