@@ -146,22 +146,40 @@ def test_mqtt311_refuses_v5_manual_ack_and_handlers_and_loads_no_v5_module_on_mi
                             "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
 
 
-def test_mqtt311_files_installed_as_they_are_refuse_v5_with_0x84_also_given_v5_options(tmp_path):
-    # mip and manifest.py install the profile's files unchanged (features on, no session5.py): version=5 with an
-    # MQTT 5 option a full board's config holds must still meet 0x84, not a TypeError for the option.
+def _run_mqtt311_as_installed(tmp_path, body):
+    """Runs body (after `from tinymqtt.client import Client`) on CPython and the unix port against profile
+    mqtt311's files as mip and manifest.py install them: unchanged (features on), without the files it leaves out.
+    Returns each run's output lines."""
     lib = tmp_path / "lib" / "tinymqtt"
-    lib.mkdir(parents=True)
+    lib.mkdir(parents=True, exist_ok=True)
     for f in boards.profiles()["mqtt311"].lib:
         shutil.copy(os.path.join(REPO, "lib", f), lib)
-    code = ("import sys\nsys.path[:0] = [%r, %r]\nfrom tinymqtt.client import Client\n"
-            "for o in ({}, {'topic_alias_maximum': 4}):\n    try:\n        Client('127.0.0.1', 1, version=5, **o)\n"
-            "    except Exception as e:\n        print(type(e).__name__, e.reason)\n" % (str(tmp_path / "lib"),
-                                                                             os.path.join(REPO, "ports", "linux")))
+    code = "import sys\nsys.path[:0] = [%r, %r]\nfrom tinymqtt.client import Client\n%s" % (
+        str(tmp_path / "lib"), os.path.join(REPO, "ports", "linux"), body)
     runs = [[sys.executable, "-I", "-c", code]] + ([[MICROPYTHON, "-c", code]] if os.path.exists(MICROPYTHON) else [])
+    out = []
     for cmd in runs:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
         assert p.returncode == 0, p.stdout + p.stderr
-        assert p.stdout.splitlines() == ["LocalProtocolError 132"] * 2, cmd[0]
+        out.append((cmd[0], p.stdout.splitlines()))
+    return out
+
+
+def test_mqtt311_files_installed_as_they_are_refuse_v5_with_0x84_also_given_v5_options(tmp_path):
+    # mip and manifest.py install the profile's files unchanged (features on, no session5.py): version=5 with an
+    # MQTT 5 option a full board's config holds must still meet 0x84, not a TypeError for the option.
+    for exe, lines in _run_mqtt311_as_installed(tmp_path, (
+            "for o in ({}, {'topic_alias_maximum': 4}):\n    try:\n        Client('127.0.0.1', 1, version=5, **o)\n"
+            "    except Exception as e:\n        print(type(e).__name__, e.reason)\n")):
+        assert lines == ["LocalProtocolError 132"] * 2, exe
+
+
+def test_mqtt311_files_installed_as_they_are_refuse_a_handler_with_0x84(tmp_path):
+    # (no handlers.py there: the session's import of it fails, which must read as 0x84, not an ImportError)
+    for exe, lines in _run_mqtt311_as_installed(tmp_path, (
+            "c = Client('127.0.0.1', 1, version=4)\ntry:\n    c.subscribe('a/#', 1, handler=print)\n"
+            "except Exception as e:\n    print(type(e).__name__, e.reason, c.session.subs)\n")):
+        assert lines == ["LocalProtocolError 132 {}"], exe
 
 
 def test_a_311_client_of_the_full_library_never_imports_mqtt5():

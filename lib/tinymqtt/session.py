@@ -274,10 +274,13 @@ class Session:
         the messages matching these filters (others go to on_event; a build without handlers.py refuses it, 0x84).
         Returns the packet id (0 while offline: sent on connect)."""
         if handler:
-            if _HANDLERS:  # (the bundle's: a global; ImportError where handlers.py is not installed)
-                from tinymqtt.handlers import matches
-                self._matches = matches
-            else:
+            if _HANDLERS:  # (the bundle's: a global)
+                try:
+                    from tinymqtt.handlers import matches
+                    self._matches = matches
+                except ImportError:  # profile mqtt311's files, frozen or installed by mip
+                    handler = 0
+            if not _HANDLERS or not handler:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
                                                "leaves out (profile mqtt311): on_event gets every message")
         for f, o in topics:
