@@ -206,10 +206,15 @@ def script32(app, version, opts, wasm):
                        "on_message": "    c.on_message = lambda m: got.append(len(m.payload))\n" if cls == "Client" else "", "call": "await asyncio.create_task" if wasm else "asyncio.run"}
 
 
+def wasm_available():
+    """Whether node and the npm MicroPython (the WebAssembly build, which make test installs) are here."""
+    return bool(shutil.which("node")) and os.path.isdir(os.path.join(ROOT, "node_modules", "@micropython"))
+
+
 def run_wasm(dest, app, version, opts, runs=1):
     """Heap after import and when connected on the 32-bit WebAssembly build (the least of runs), or None. dest:
     a tree32() tree (its tinymqtt_port is the scripted server)."""
-    if not shutil.which("node") or not os.path.isdir(os.path.join(ROOT, "node_modules", "@micropython")):
+    if not wasm_available():
         return None
     code = script32(app, version, opts, wasm=True)
     best = None
@@ -278,7 +283,7 @@ def measure(quick=False, log=print):
 def heap_parts(tmp, log=print):
     """tools/bench/heap_parts.py's rows (where the 32-bit heap from .mpy goes), or None without node."""
     from tools.bench import heap_parts as parts
-    if not shutil.which("node") or not os.path.isdir(os.path.join(ROOT, "node_modules", "@micropython")):
+    if not wasm_available():
         return None
     rows = [parts.measure(row, os.path.join(tmp, "parts")) for row in ROWS if "3.1.1" not in row[0]]
     for r in rows:

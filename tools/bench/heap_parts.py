@@ -7,7 +7,6 @@
 #   python -m tools.bench.heap_parts
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,7 +91,7 @@ def table(rows):
 
 
 def main():
-    if not shutil.which("node") or not os.path.isdir(os.path.join(fp.ROOT, "node_modules", "@micropython")):
+    if not fp.wasm_available():
         print("heap_parts: needs node and the npm MicroPython (make test installs both)", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="tinymqtt-parts-") as tmp:
