@@ -44,3 +44,19 @@ def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):
         opts = deploy.session_for(boards.get("esp32", profile=profile))
         got = footprint.run_unix(footprint.tree32(dest, app, version, opts), 512 * 1024, main="fp32.py")
         assert got and got["received"] == 1 and 0 < got["import"] < got["connected"], (label, profile, got)
+
+
+def test_the_heap_per_mpy_byte_note_computes_the_core_that_16_kb_would_allow():
+    """The footprint section's sentence on issue 12's heap target from plain .mpy (report.mpy_heap_ratio): the
+    32-bit unix port rows, which a full bench run has and `make test` does not (no pyodide), give each client's
+    import heap per .mpy byte and the mqtt311 core a 16 KB connected client would allow at its own ratio."""
+    from tools.bench.report import mpy_heap_ratio
+    rows = [{"client": "tinymqtt blocking", "profile": "mqtt311", "mpy": 10000,
+             "u32": {"import": 15000, "connected": 19096}},
+            {"client": "umqtt.simple 1.3.4", "profile": "-", "mpy": 2000, "u32": {"import": 3500, "connected": 3800}},
+            {"client": "micropython-mqtt (mqtt_async) 0.7b4", "profile": "-", "mpy": 8000, "u32": None}]
+    text = " ".join(mpy_heap_ratio(rows))
+    # 16384 - 4096 = 12288 B for the import; at 1.5 B of heap per .mpy byte: 8192 B of .mpy
+    assert "tinymqtt blocking (mqtt311) 1.50, umqtt.simple 1.3.4 1.75." in text, text
+    assert "adds 4.0 KB" in text and "leaves 12.0 KB" in text and "at most 8.0 KB of `.mpy`, against 9.8 KB" in text
+    assert mpy_heap_ratio([dict(rows[0], u32=None)]) == []  # no 32-bit rows (a quick run): no sentence

@@ -660,4 +660,24 @@ def notes(res):
             L += ["On 32-bit MicroPython (the unix port's wasm32 build) a connected client running from ROMFS "
                       "keeps %s of heap." % ", ".join("%s%s %s" % (c, "" if p == "-" else " (%s)" % p, kb(n))
                                                 for c, p, n in rom), ""]
+        L += mpy_heap_ratio((res.get("footprint") or {}).get("rows", []))
     return L
+
+
+def mpy_heap_ratio(rows, target=16 * 1024):
+    """What issue 12's 16 KB heap target from plain .mpy asks of profile mqtt311's code, from this run's 32-bit
+    unix port rows: each client's heap after import per byte of the .mpy it loads, and the largest mqtt311 core
+    that, at its own ratio and with its own objects and buffers, would keep a connected client within target."""
+    got = [(r["client"], r["profile"], r["u32"]["import"] / r["mpy"]) for r in rows
+           if r.get("u32") and r.get("mpy") and "3.1.1" not in r["client"]]
+    m = next((r for r in rows if r.get("u32") and r["profile"] == "mqtt311" and r["client"] == "tinymqtt blocking"),
+             None)
+    if not got or not m:
+        return []
+    rest = m["u32"]["connected"] - m["u32"]["import"]  # Client() and connect: objects and the buffers
+    ratio = m["u32"]["import"] / m["mpy"]
+    return ["Heap after import per byte of `.mpy` loaded (32-bit unix port, from `.mpy`): %s. A connected "
+            "mqtt311 client adds %s to its import (objects and the esp32 buffers), so %s connected from plain "
+            "`.mpy` leaves %s for the import: at mqtt311's own ratio a core of at most %s of `.mpy`, against %s "
+            "today." % (", ".join("%s%s %.2f" % (c, "" if p == "-" else " (%s)" % p, x) for c, p, x in got),
+                       kb(rest), kb(target), kb(target - rest), kb((target - rest) / ratio), kb(m["mpy"])), ""]
