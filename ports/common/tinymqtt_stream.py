@@ -16,13 +16,22 @@ class Stream:
         if self._raw is not None:
             import asyncio
             self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
+            self._io = asyncio.core._io_queue
 
-    async def readinto(self, buf, off):
+    def readinto(self, buf, off):
+        # A plain generator, which MicroPython awaits as a coroutine: it waits in the asyncio loop for the socket
+        # and reads it, as MicroPython's Stream.readinto() does, without that coroutine of its own (one object
+        # less every read); a stream without MicroPython's internals (no .s) has its own readinto awaited.
         if buf is not self._buf:
             self._buf, self._mv = buf, memoryview(buf)
+        raw = self._raw
         while True:
             try:
-                n = await self.r.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
+                if raw is None:
+                    n = yield from self.r.readinto(self._mv[off:] if off else self._mv)
+                else:
+                    yield self._io.queue_read(raw)
+                    n = raw.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
             except OSError as e:
                 if _code(e) in BUSY:
                     continue
