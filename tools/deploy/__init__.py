@@ -31,6 +31,12 @@ ROM = "rom/"  # files in the ROMFS image, mounted at /rom (MicroPython 1.25+): b
 ROMFS_OVERHEAD = 64  # generous bytes of ROMFS header per file and folder
 
 
+# The build's transforms of the library (boards.toml short_errors, bundle): `python -m tools.size --transforms`
+# turns each off in turn and prints what it is worth (docs/size.md). Never off in a deploy.
+TRANSFORMS = ("shorten", "short_names", "static_attrs", "arg_names", "qstr_sort", "bundle", "O3")
+WITHOUT = set()
+
+
 class DeployError(Exception):
     """Why the deploy stopped, in one line."""
 
@@ -123,7 +129,10 @@ def library_text(board, path, name):
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
         from tools.deploy.short_names import rename
-        text = rename(shorten(text, name[9:-3]))
+        if "shorten" not in WITHOUT:
+            text = shorten(text, name[9:-3])
+        if "short_names" not in WITHOUT:
+            text = rename(text)
     return text
 
 
@@ -135,19 +144,23 @@ def compile_text(board, text, name, tmp):
     name is e.g. "tinymqtt/session.py"; tracebacks show it, or with short_errors the module's name alone ("aio";
     the bundle: "tinymqtt"). The app and port keep their line numbers and file names."""
     from tools.deploy.qstr_sort import sort_qstrs
-    flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/") else [])
+    flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/")
+                                     and "O3" not in WITHOUT else [])
     path = os.path.join(tmp, "src", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     positional = ()
-    if board.short_errors and name.startswith("tinymqtt/"):  # (parameter names no caller uses leave the table)
+    if board.short_errors and name.startswith("tinymqtt/") and "arg_names" not in WITHOUT:
         from tools.deploy.arg_names import positional_only
         positional = positional_only(text)
     source = name
     if board.short_errors and name.startswith("tinymqtt/"):  # (the name costs its text in the .mpy and the heap)
         source = name[9:-3].replace("__init__", "tinymqtt")
-    return sort_qstrs(compile_mpy(path, source, flags, tmp), positional)  # (most used names first: 1-byte references)
+    mpy = compile_mpy(path, source, flags, tmp)
+    if "qstr_sort" in WITHOUT and not positional:
+        return mpy
+    return sort_qstrs(mpy, positional, by_use="qstr_sort" not in WITHOUT)  # (most used names first: 1-byte references)
 
 
 def library_mpy(board, path, name, tmp):
@@ -167,6 +180,9 @@ def library_files(board, tmp, source=False):
             with open(os.path.join(REPO, "lib", m), encoding="utf-8") as f:
                 return f.read()
         return library_text(board, os.path.join(REPO, "lib", m), m)
+    if "bundle" in WITHOUT:
+        import dataclasses
+        board = dataclasses.replace(board, bundle=[], lazy_bundle=[])
     name = [b[9:-3] for b in board.bundle]
     lazy = [b[9:-3] for b in board.lazy_bundle]
     out = []

@@ -237,13 +237,13 @@ class _Fun:
         return out
 
 
-def sort_qstrs(mpy, positional=()):
+def sort_qstrs(mpy, positional=(), by_use=True):
     """mpy (bytes of a .mpy file) with its qstr table ordered by use, most used first (index 0, the source file
     name that tracebacks show, stays first); the bytes unchanged when the file is not one this can rewrite.
     positional: names of functions no caller passes a keyword (tools/deploy/arg_names.py): their parameters all
     take the most used name, and a name only they had leaves the table."""
     try:
-        out = rewrite(mpy, positional=positional)
+        out = rewrite(mpy, by_use, positional=positional)
     except (Unchanged, IndexError):
         return mpy
     return out if len(out) < len(mpy) else mpy

@@ -103,7 +103,8 @@ def table():
         for n in names:
             uses[n] = uses.get(n, 0) + 1
     out, i = {}, 0
-    static = [n for n in STATIC if n not in taken]
+    from tools.deploy import WITHOUT
+    static = [n for n in STATIC if n not in taken and "static_attrs" not in WITHOUT]
     for name in sorted(bound, key=lambda n: (-files.get(n, 0), -uses.get(n, 0), n)):
         if name not in other and static:
             out[name] = static.pop(0)
