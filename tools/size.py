@@ -64,9 +64,6 @@ def transform_sizes(board_name="esp32", profiles=None, transforms=None):
     profiles = profiles or list(boards_mod.profiles())
 
     def totals():
-        for f in ("tools.deploy.short_names", "tools.deploy.arg_names"):  # (their tables follow WITHOUT)
-            for fn in vars(sys.modules.get(f, sys)).values():
-                getattr(fn, "cache_clear", lambda: None)()
         return {p: sum(profile_sizes(board_name, p).values()) for p in profiles}
     out = {"all": totals()}
     try:

@@ -1,7 +1,6 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
 # board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py, its
-# `lazy_bundle` into the file of that one's first module, each library .mpy's names ordered by use by
-# tools/deploy/qstr_sort.py; main.py and config.py stay source) and puts it on a device
+# `lazy_bundle` into the file of that one's first module; main.py and config.py stay source) and puts it on a device
 # with mpremote, copying only what changed, or into a folder (--target). WiFi credentials come from the environment
 # or a git-ignored secrets.toml and are never printed: every value whose name says it is a secret is masked in any
 # output.
@@ -33,7 +32,7 @@ ROMFS_OVERHEAD = 64  # generous bytes of ROMFS header per file and folder
 
 # The build's transforms of the library (boards.toml short_errors, bundle): `python -m tools.size --transforms`
 # turns each off in turn and prints what it is worth (docs/size.md). Never off in a deploy.
-TRANSFORMS = ("shorten", "short_names", "static_attrs", "arg_names", "qstr_sort", "bundle", "O3")
+TRANSFORMS = ("shorten", "short_names", "bundle", "O3")
 WITHOUT = set()
 
 
@@ -138,29 +137,17 @@ def library_text(board, path, name):
 
 def compile_text(board, text, name, tmp):
     """The .mpy of a library module's text for the board: with short_errors, mpy-cross -O3 drops the line-number
-    table (8% of the bytes: an MQTT error's message is its number in shorten's table, which names module and line,
-    and tracebacks still name module and function),
-    which lets tools/deploy/qstr_sort.py put the most used names first (one byte per reference, not two);
-    name is e.g. "tinymqtt/session.py"; tracebacks show it, or with short_errors the module's name alone ("aio";
-    the bundle: "tinymqtt"). The app and port keep their line numbers and file names."""
-    from tools.deploy.qstr_sort import sort_qstrs
-    flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/")
-                                     and "O3" not in WITHOUT else [])
+    table (8% of the bytes: tracebacks still name module and function, and a short error names its reason code and
+    packet); name is e.g. "tinymqtt/session.py"; tracebacks show it, or with short_errors the module's name alone
+    ("aio"; the bundle: "tinymqtt"). The app and port keep their line numbers and file names."""
+    short = board.short_errors and name.startswith("tinymqtt/")
+    flags = list(board.mpy_cross) + (["-O3"] if short and "O3" not in WITHOUT else [])
     path = os.path.join(tmp, "src", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    positional = ()
-    if board.short_errors and name.startswith("tinymqtt/") and "arg_names" not in WITHOUT:
-        from tools.deploy.arg_names import positional_only
-        positional = positional_only(text)
-    source = name
-    if board.short_errors and name.startswith("tinymqtt/"):  # (the name costs its text in the .mpy and the heap)
-        source = name[9:-3].replace("__init__", "tinymqtt")
-    mpy = compile_mpy(path, source, flags, tmp)
-    if "qstr_sort" in WITHOUT and not positional:
-        return mpy
-    return sort_qstrs(mpy, positional, by_use="qstr_sort" not in WITHOUT)  # (most used names first: 1-byte references)
+    source = name[9:-3].replace("__init__", "tinymqtt") if short else name  # (the name costs its text twice)
+    return compile_mpy(path, source, flags, tmp)
 
 
 def library_mpy(board, path, name, tmp):
