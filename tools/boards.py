@@ -42,8 +42,7 @@ class Board:
     profile: str = "full"  # the profile whose files `lib` holds
     bundle: list = field(default_factory=list)  # library modules deploy concatenates into tinymqtt/__init__
     lazy_bundle: list = field(default_factory=list)  # ... and into the first one's file, loaded on first use
-    short_errors: bool = False  # library error text becomes packet name or number in the .mpy (tools/deploy/shorten.py),
-    # and the text-only modules (TEXT_ONLY) stay off the board
+    short_errors: bool = False  # library error text becomes what it concerns, a number (tools/deploy/shorten.py)
 
     @property
     def port_module(self):
@@ -248,13 +247,10 @@ def _check_board(path, name, t, repo, profiles=None):
         short_errors=t.get("short_errors", False))
 
 
-TEXT_ONLY = ("tinymqtt/reasons.py",)  # reason names for error text: the code stays, the name is only words
-
-
 def on_board(lib, short_errors):
-    """The library modules a board gets: with short error text, none that only words need (MQTTError says
-    "(0x97)" where it would say "(0x97 Quota exceeded)")."""
-    return [m for m in lib if not (short_errors and m in TEXT_ONLY)]
+    """The library modules a board gets: all of its profile's (short error text keeps reasons.py, the names of
+    the reason codes an error shows)."""
+    return list(lib)
 
 
 def parse(text, path="boards.toml", repo=REPO):

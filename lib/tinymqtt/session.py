@@ -282,7 +282,7 @@ class Session:
                     handler = 0
             if not _HANDLERS or not handler:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
-                                               "leaves out (profile mqtt311): on_event gets every message")
+                                               "leaves out (profile mqtt311): on_message gets every message")
         for f, o in topics:
             validate_filter(f)
             if (not _MQTT5 or self.version < _V5) and o & ~3:

@@ -116,9 +116,9 @@ def compile_mpy(path, name, flags, tmp):
 
 
 def library_text(board, path, name):
-    """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (error
-    text: the packet named, or its number in shorten's table) with tools/deploy/short_names.py's short private names (the same in
-    every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks into modules its file set
+    """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (an
+    error's text: the number of its subject, which reasons.py names) with tools/deploy/short_names.py's short
+    private names (the same in every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks into modules its file set
     leaves out compiled out (tools/deploy/features.py)."""
     from tools.deploy.features import specialize
     with open(path, encoding="utf-8") as f:
@@ -129,7 +129,7 @@ def library_text(board, path, name):
         from tools.deploy.shorten import shorten
         from tools.deploy.short_names import rename
         if "shorten" not in WITHOUT:
-            text = shorten(text, name[9:-3])
+            text = shorten(text, board.lib)
         if "short_names" not in WITHOUT:
             text = rename(text)
     return text
