@@ -81,7 +81,7 @@ def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, 
     p = boards.profiles()[profile]  # the bundle is the package's __init__: the other modules load on first use
     assert sorted(os.path.relpath(os.path.join(d, f), tree / "lib") for d, _, fs in os.walk(tree / "lib" / "tinymqtt")
                   for f in fs) == sorted(m[:-3] + (".py" if kind == "cpython" else ".mpy")
-                                         for m in p.lib if m not in p.bundle + p.lazy_bundle[1:])
+                                         for m in p.lib if m not in p.bundle)
     assert p.bundle and "tinymqtt/session.py" in p.bundle
     got = []
     w = Client(broker.host, broker.port, version=4, client_id="w" + prefix[-8:], reconnect=False)
@@ -105,8 +105,7 @@ def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, 
 def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     full, small = size.profile_sizes("esp32", "full"), size.profile_sizes("esp32", "mqtt311")
     p = boards.profiles()  # (the files deploy writes: a profile's bundle is its tinymqtt/__init__)
-    assert set(full) == set(p["full"].lib) - set(p["full"].bundle) - set(
-        p["full"].lazy_bundle[1:])  # esp32: short errors; the lazy bundle is its first module's file
+    assert set(full) == set(p["full"].lib) - set(p["full"].bundle)
     assert set(small) == set(p["mqtt311"].lib) - set(p["mqtt311"].bundle) == {"tinymqtt/__init__.py",
                                                                               "tinymqtt/reasons.py"}
     assert 0 < sum(small.values()) < sum(full.values())

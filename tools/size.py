@@ -1,6 +1,6 @@
 # How many bytes of .mpy each profile costs a board: the profile's library files exactly as tools/deploy writes
 # them (the board's mpy-cross flags, short error text where the board asks, the profile's bundle as the one
-# file tinymqtt/__init__.py it is, its lazy bundle as its first module's file), and prints bytes per file and the total.
+# file tinymqtt/__init__.py it is), and prints bytes per file and the total.
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
 #   python -m tools.size --functions lib/tinymqtt/session.py   bytes per function: what emptying each one saves
 #   python -m tools.size --transforms   what each of deploy's transforms is worth: the total without it, minus with it
@@ -19,7 +19,7 @@ REPO = boards_mod.REPO
 
 def profile_sizes(board_name="esp32", profile="full"):
     """{module: .mpy bytes} for the profile's library files (lib/tinymqtt/*) as deploy writes them: a bundle is
-    "tinymqtt/__init__.py" (what it holds: bundled(board_name, profile)), a lazy bundle its first module."""
+    "tinymqtt/__init__.py" (what it holds: bundled(board_name, profile))."""
     board = boards_mod.get(board_name, profile=profile)
     with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
         return {dest[4:-4] + ".py": len(data) for dest, data, _ in library_files(board, tmp)}
@@ -117,8 +117,6 @@ def main(argv=None):
         b = boards_mod.get(a.board, profile=p)
         if b.bundle:
             print("%s: tinymqtt/__init__.py is the bundle of %s" % (p, " ".join(m[9:-3] for m in b.bundle)))
-        if b.lazy_bundle:
-            print("%s: %s is the lazy bundle of %s" % (p, b.lazy_bundle[0], " ".join(m[9:-3] for m in b.lazy_bundle)))
     return 0
 
 

@@ -1,7 +1,10 @@
 # The names of the MQTT 5 reason codes (spec 2.4; a 3.x error carries the v5 code that means the same), for
 # messages and logs: errors.py looks a name up only when an error is shown, so this file loads only then. One text
 # with a line per code costs a board far less than a name per code.
-from tinymqtt.errors import const
+try:
+    from micropython import const
+except ImportError:  # CPython (not from errors.py, which imports this file: no import cycle)
+    const = int
 
 _MQTT5 = const(1)  # const(0) in a board build without MQTT 5 (tools/deploy/features.py): only the first text
 

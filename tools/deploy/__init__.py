@@ -1,6 +1,6 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
-# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py, its
-# `lazy_bundle` into the file of that one's first module; main.py and config.py stay source) and puts it on a device
+# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py; main.py
+# and config.py stay source) and puts it on a device
 # with mpremote, copying only what changed, or into a folder (--target). WiFi credentials come from the environment
 # or a git-ignored secrets.toml and are never printed: every value whose name says it is a secret is masked in any
 # output.
@@ -158,36 +158,27 @@ def library_mpy(board, path, name, tmp):
 def library_files(board, tmp, source=False):
     """[(dest, data, what it was made from)] of the board's library: each lib module compiled (.mpy) or copied
     (source: .py), except the bundled ones (board.bundle), which tools/deploy/bundle.py joins into
-    tinymqtt/__init__ after each got its own transform (short errors, short names), and the lazy bundle's
-    (board.lazy_bundle), joined the same way into the file of its first module."""
-    from tools.deploy.bundle import BundleError, bundle, lazy_bundle
+    tinymqtt/__init__ after each got its own transform (short errors, short names)."""
+    from tools.deploy.bundle import BundleError, bundle
 
     def text(m):
         if source:  # (a source tree is the sources, as CPython and the sim board read them)
             with open(os.path.join(REPO, "lib", m), encoding="utf-8") as f:
                 return f.read()
         return library_text(board, os.path.join(REPO, "lib", m), m)
-    if "bundle" in WITHOUT:
-        import dataclasses
-        board = dataclasses.replace(board, bundle=[], lazy_bundle=[])
-    name = [b[9:-3] for b in board.bundle]
-    lazy = [b[9:-3] for b in board.lazy_bundle]
+    bundled = [] if "bundle" in WITHOUT else board.bundle
     out = []
     for m in board.lib:
-        if m in board.bundle or (m in board.lazy_bundle and m != board.lazy_bundle[0]):
+        if m in bundled:
             continue
-        made = "lib/" + m
-        try:
-            if m == "tinymqtt/__init__.py" and board.bundle:
-                t = bundle([(b, text("tinymqtt/%s.py" % b)) for b in name], text(m), lazy)
-                made = "bundle: " + " ".join(name)
-            elif lazy and m == board.lazy_bundle[0]:
-                t = lazy_bundle([(b, text("tinymqtt/%s.py" % b)) for b in lazy], name)
-                made = "lazy bundle: " + " ".join(lazy)
-            else:
-                t = text(m)
-        except BundleError as e:
-            raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
+        made, t = "lib/" + m, None
+        if m == "tinymqtt/__init__.py" and bundled:
+            try:
+                t = bundle([(b[9:-3], text(b)) for b in bundled], text(m))
+            except BundleError as e:
+                raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
+            made = "bundle: " + " ".join(b[9:-3] for b in bundled)
+        t = text(m) if t is None else t
         if source:
             out.append(("lib/" + m, t.encode(), made))
         else:

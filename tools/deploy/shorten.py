@@ -37,7 +37,7 @@ def reasons(lib=None):
     from tools.deploy.features import specialize
     with open(os.path.join(LIB, "reasons.py"), encoding="utf-8") as f:
         text = f.read()
-    text = (specialize(text, lib) if lib else text).replace("from tinymqtt.errors import const", "const = int")
+    text = specialize(text, lib) if lib else text
     ns = {}
     exec(compile(text, "reasons.py", "exec"), ns)  # (the library's own file: its two texts and two functions)
     return ns["name"], ns["SUBJECTS"].split("|")
