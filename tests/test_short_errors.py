@@ -74,7 +74,7 @@ def test_every_raise_of_a_board_build_decodes_to_its_code_name_and_subject(profi
     # text speaks of (the packet, the argument or field), the packet the raise names at run time, or the field the
     # caller named: never a number that decodes to nothing.
     board = boards.get("esp32", profile=profile)
-    name, subjects = shorten_mod.reasons(board.lib)
+    name, subjects = shorten_mod.reasons(tuple(board.lib))
     seen = 0
     for m in board.lib:
         src = open(os.path.join(LIB, m[9:]), encoding="utf-8").read()

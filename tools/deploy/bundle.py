@@ -27,8 +27,7 @@ def _bound(node):
 
 
 def _origin(stmt, module, name):
-    """What a module-level name is bound to, as a comparable key: where an import takes it from, else the module
-    that defines it."""
+    """What a module-level name is bound to, as a comparable key: where its import takes it from, or its module."""
     for a in getattr(stmt, "names", ()) if isinstance(stmt, (ast.Import, ast.ImportFrom)) else ():
         if (a.asname or a.name.split(".")[0]) == name:
             return ("import", "." * getattr(stmt, "level", 0) + (getattr(stmt, "module", "") or ""), a.name)
@@ -73,8 +72,7 @@ def bundle(modules, init_text):
     M for every bundled M (MicroPython's import finds the first but does not set the second); then each module's
     text in dependency order without its imports of other bundled modules (`from tinymqtt.M import X as Y`
     becomes `Y = X`), each `NAME = const(N)` and each identical module-level try/if block once. A module's
-    __getattr__ becomes _ga0, _ga1...: the package's own asks each, then imports the submodule of that name (a
-    module outside the bundle, loaded on first use)."""
+    __getattr__ becomes _ga0, _ga1...: the package's own asks each, then imports the submodule (loaded on use)."""
     modules = order(modules)
     names = [n for n, _ in modules]
     where = {n: ("__init__", ("package",)) for n in names + ["sys"]}  # name -> (module, origin key)
@@ -125,16 +123,15 @@ def bundle(modules, init_text):
                 lines[first] = "".join(extra) or lines[first]
         _inner_imports(tree, names, lines)
         parts.append("# ---- tinymqtt/%s.py\n" % mod + "".join(lines).strip("\n") + "\n")
-    tries = "".join("    try:\n        return %s(name)\n    except AttributeError:\n        pass\n" % g for g in getattrs)
     parts.append("\ndef __getattr__(name):\n%s    __import__(\"tinymqtt.\" + name)\n    return sys.modules[\"tinymqtt."
-                 "\" + name]\n" % tries)
+                 "\" + name]\n" % "".join("    try:\n        return %s(name)\n    except AttributeError:\n        pass\n"
+                                           % g for g in getattrs))
     return "\n".join(parts)
 
 
 def _inner_imports(tree, names, lines):
-    """A function's one-line `from tinymqtt.M import X` of a bundled M (an import only some calls need, such as the
-    3.x retry timer's) becomes `pass`, or `Y = X` for `X as Y`: X is a global of the bundle already, and the
-    import would cost the file the module's name and a lookup at every call."""
+    """A function's one-line `from tinymqtt.M import X` of a bundled M (the 3.x retry timer's) becomes `pass`, or
+    `Y = X` for `X as Y`: X is a global of the bundle, the import would cost a lookup at every call."""
     for fun in ast.walk(tree):
         for stmt in ast.walk(fun) if isinstance(fun, (ast.FunctionDef, ast.AsyncFunctionDef)) else ():
             if (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.lineno == stmt.end_lineno

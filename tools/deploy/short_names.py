@@ -11,6 +11,7 @@
 # name the library only reads (another module's, or one only a type()'s dict binds) stays, in code and strings.
 import ast
 import functools
+from collections import Counter
 import glob
 import io
 import os
@@ -56,11 +57,6 @@ def _bindings(tree):
     return {x for x in bound - consts if PRIVATE.match(x)}
 
 
-def _names(text):
-    """Every NAME token of text."""
-    return [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME]
-
-
 def _short(i):
     s = ""
     while True:
@@ -74,17 +70,14 @@ def _short(i):
 def table():
     """{private name: short name} for the whole library: the names in the most modules (each .mpy holds a name
     once), then the most used, get the shortest; no short name is a name any module already has."""
-    bound, files, uses, taken = set(), {}, {}, set()
+    bound, files, uses = set(), Counter(), Counter()
     for text in library_sources().values():
         bound |= _bindings(ast.parse(text))
-        names = _names(text)
-        taken.update(names)
-        for n in set(names):
-            files[n] = files.get(n, 0) + 1
-        for n in names:
-            uses[n] = uses.get(n, 0) + 1
-    out, i = {}, 0
-    for name in sorted(bound, key=lambda n: (-files.get(n, 0), -uses.get(n, 0), n)):
+        names = [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME]
+        files.update(set(names))
+        uses.update(names)
+    out, i, taken = {}, 0, set(uses)
+    for name in sorted(bound, key=lambda n: (-files[n], -uses[n], n)):
         while _short(i) in taken:
             i += 1
         if len(_short(i)) < len(name):
@@ -110,10 +103,9 @@ def rename(text, names=None):
         elif t.type == tokenize.STRING and t.string[:1] in "'\"" and t.string[1:-1] in names \
                 and t.string[0] == t.string[-1] and len(t.string) > 2:
             new = t.string[0] + names[t.string[1:-1]] + t.string[0]
-        if new is not None:
-            (row, col), (row2, col2) = t.start, t.end
-            line = lines[row - 1]
-            lines[row - 1] = line[:col] + new + line[col2:]
+        if new is not None:  # (a name or string token is on one line)
+            line = lines[t.start[0] - 1]
+            lines[t.start[0] - 1] = line[:t.start[1]] + new + line[t.end[1]:]
     return "".join(lines)
 
 

@@ -8,14 +8,14 @@
 # like -O3), and CPython keeps the readable text.
 #   python -m tools.deploy.shorten   every library message and what a board shows in its place
 import ast
+import functools
 import os
 import re
 import sys
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lib", "tinymqtt")
-
-# The argument or field a message concerns when its text names no packet: (words in the text, subject), first
-# match wins; each subject is one of reasons.SUBJECTS.
+# The argument or field a message concerns when its text names no packet: (words in the text, one of
+# reasons.SUBJECTS), first match wins; "": the reason code's name says it.
 TAGS = [(re.compile(r"\b(%s)\b" % words), subject) for words, subject in (
     ("refused the connection", "CONNACK"), ("Session5, and manual_ack", "version, manual_ack or retry_ms"),
     ("topic alias(es)?", "topic alias"), ("[Ss]hared subscriptions?", "shared subscription"),
@@ -28,73 +28,55 @@ TAGS = [(re.compile(r"\b(%s)\b" % words), subject) for words, subject in (
     ("reason codes?", "reason code"), ("Variable Byte Integer", "Variable Byte Integer"),
     ("UTF-8|U\\+0000|string", "string"), ("connected", "connection"), ("does not fit", "field"))]
 _CONVERSION = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[a-zA-Z%]")
+# The library's error classes (errors.py) and its helper that makes one: a call of one builds an error.
+ERRORS = {"MQTTError", "RemoteProtocolError", "LocalProtocolError", "ConnectError", "ConnectionLost",
+          "NotDelivered", "protocol_error"}
 
 
+@functools.lru_cache(maxsize=8)
 def reasons(lib=None):
     """(name(code), [SUBJECTS: a subject's number is its index]) of reasons.py as a build whose library files are
-    lib (None: all) compiles it: without MQTT 5, its own codes' names and subjects are left out
-    (tools/deploy/features.py)."""
+    lib (a tuple; None: all) compiles it: without MQTT 5, MQTT 5's own names and subjects are left out."""
     from tools.deploy.features import specialize
     with open(os.path.join(LIB, "reasons.py"), encoding="utf-8") as f:
-        text = f.read()
-    text = specialize(text, lib) if lib else text
-    ns = {}
-    exec(compile(text, "reasons.py", "exec"), ns)  # (the library's own file: its two texts and two functions)
+        ns = {}
+        exec(compile(specialize(f.read(), lib) if lib else f.read(), "reasons.py", "exec"), ns)  # (our own file)
     return ns["name"], ns["SUBJECTS"].split("|")
 
 
 def subject(node, text, code=None, lib=None):
-    """What replaces an error's message node (Python source; text: the module's): the packet type a
-    `NAMES.split()[t]` argument names (t), else the number of the packet the text names, else the field a leading
-    %s names (`"%s in non-minimal form" % what`: what), else the number of TAGS' subject, else any field a %s
-    names; 0 when the reason code's name (reasons.py) already says it; None when nothing matches."""
+    """What replaces an error's message node (source; text: the module's): the packet type t of a `NAMES.split()[t]`
+    argument, else the number of the packet the text names, else the field a leading %s names (`"%s in non-minimal
+    form" % what`), else the number of TAGS' subject (0: code's name says it), else any field a %s names, else None."""
     fmt, args = node, []
     if isinstance(node, ast.BinOp):
         fmt, args = node.left, node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-    words = ast.get_source_segment(text, fmt)
-    names = [ast.get_source_segment(text, a) for a in args]
+    words, names = ast.get_source_segment(text, fmt), [ast.get_source_segment(text, a) for a in args]
     strs = [n for c, n in zip([c for c in _CONVERSION.findall(words) if c != "%%"], names)
             if c == "%s" and "repr(" not in n and "%" not in n]
-    found = [n[n.index("NAMES.split()") + 14:-1] for n in names if "NAMES.split()[" in n and n.endswith("]")]
-    if found:
-        return found[0]
-    name, table = reasons(lib)
+    for n in names:
+        if n.startswith("NAMES.split()[") and n.endswith("]"):
+            return n[14:-1]
+    name, table = reasons(tuple(lib) if lib else None)
     m = re.search(r"\b(%s)\b" % "|".join(table[1:16]), words)
-    if m:
-        return str(table.index(m.group(1)))
-    if strs and words.lstrip("\"'").startswith("%s"):
-        return strs[0]
+    if m or strs and words.lstrip("\"'").startswith("%s"):
+        return str(table.index(m.group(1))) if m else strs[0]
     for pattern, said in TAGS:
         if pattern.search(words) and said in table:  # (a subject the build leaves out: the next that fits)
             return "0" if isinstance(code, int) and said.lower() in name(code) else str(table.index(said))
     return strs[0] if strs else None
 
 
-def _is_message(node):
-    """A str literal, a "..." % args, or an f-string: the text of an error."""
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        return _is_message(node.left)
-    return isinstance(node, ast.JoinedStr)
-
-
-# The library's error classes (errors.py) and its helper that makes one: a call to one of these anywhere builds an
-# error whose message is text, also when it is not raised where it is made.
-ERRORS = {"MQTTError", "RemoteProtocolError", "LocalProtocolError", "ConnectError", "ConnectionLost",
-          "NotDelivered", "protocol_error"}
-
-
 def messages(text):
     """[(message node, its source, its reason code: an int, or None when not a literal)] of every error the text
-    raises or builds, in source order."""
+    raises or builds, in source order; a message is a str literal, a "..." % args, or an f-string."""
     found = {}
     for node in ast.walk(ast.parse(text)):
         call = node.exc if isinstance(node, ast.Raise) else node
         if isinstance(call, ast.Call) and (isinstance(node, ast.Raise) or getattr(call.func, "id", "") in ERRORS):
-            # only the call's own arguments: a string inside a nested call (getattr(e, "reason")) is code
-            for a in call.args:
-                if _is_message(a):
+            for a in call.args:  # (only the call's own: a string inside a nested call, getattr(e, "reason"), is code)
+                fmt = a.left if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) else a
+                if isinstance(fmt, ast.JoinedStr) or isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
                     code = call.args[0] if a is not call.args[0] else None
                     found[a] = code.value if isinstance(code, ast.Constant) else None
     return [(a, ast.get_source_segment(text, a), found[a]) for a in sorted(found, key=lambda a: (a.lineno,
@@ -103,8 +85,7 @@ def messages(text):
 
 def shorten(text, lib=None):
     """The source with each error's message replaced by its subject (same line count); lib: the build's library
-    files (None: all). A message with none is a DeployError: add its words to TAGS (a board must never show a bare
-    code)."""
+    files (None: all). A message with none is a DeployError: a board must never show a bare code."""
     lines = text.splitlines(True)
     for arg, seg, code in reversed(messages(text)):  # from the end: offsets hold
         new = subject(arg, text, code, lib)
@@ -123,13 +104,12 @@ def main(out=sys.stdout):
     from tools import boards
     table = reasons()[1]
     for m in boards.profiles()["full"].lib:
-        f = m[9:]
-        with open(os.path.join(LIB, f), encoding="utf-8") as fh:
-            text = fh.read()
+        with open(os.path.join(LIB, m[9:]), encoding="utf-8") as f:
+            text = f.read()
         for arg, seg, code in messages(text):
             new = subject(arg, text, code)
             shown = table[int(new)] if new and new.isdigit() else new
-            print("%-24s %s:%d  %s" % (shown or "-", f, arg.lineno, " ".join(seg.split())), file=out)
+            print("%-24s %s:%d  %s" % (shown or "-", m[9:], arg.lineno, " ".join(seg.split())), file=out)
     return 0
 
 
