@@ -2,12 +2,11 @@
 # RemoteProtocolError: the peer sent something the spec forbids (close that connection).
 # LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
 # Every class costs a board heap (a type object and its dict), so the subclasses are made by type(), which
-# spares each a class body, and share MQTTError's __init__ and __str__.
+# spares each a class body, and share MQTTError's __init__, __str__ and __repr__.
 try:
     from micropython import const  # (the library's modules import it from here; on CPython: int)
 except ImportError:
     const = int
-
 
 
 class MQTTError(Exception):

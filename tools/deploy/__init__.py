@@ -118,8 +118,8 @@ def compile_mpy(path, name, flags, tmp):
 def library_text(board, path, name):
     """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (an
     error's text: the number of its subject, which reasons.py names) with tools/deploy/short_names.py's short
-    private names (the same in every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks into modules its file set
-    leaves out compiled out (tools/deploy/features.py)."""
+    private names (the same in every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks
+    into modules its file set leaves out compiled out (tools/deploy/features.py)."""
     from tools.deploy.features import specialize
     with open(path, encoding="utf-8") as f:
         text = f.read()

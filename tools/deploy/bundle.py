@@ -90,8 +90,7 @@ def bundle(modules, init_text):
         for stmt in tree.body:
             first, span = stmt.lineno - 1, range(stmt.lineno - 1, stmt.end_lineno)
             drop, extra, binds = False, [], [(n, _origin(stmt, mod, n)) for n in _bound(stmt)]
-            src = _bundled(stmt, names)
-            if src is not None:
+            if (src := _bundled(stmt, names)) is not None:
                 drop, binds = True, []
                 for a in stmt.names:
                     if where.get(a.name, ("",))[0] not in names[:names.index(mod)]:
@@ -123,9 +122,10 @@ def bundle(modules, init_text):
                 lines[first] = "".join(extra) or lines[first]
         _inner_imports(tree, names, lines)
         parts.append("# ---- tinymqtt/%s.py\n" % mod + "".join(lines).strip("\n") + "\n")
-    parts.append("\ndef __getattr__(name):\n%s    __import__(\"tinymqtt.\" + name)\n    return sys.modules[\"tinymqtt."
-                 "\" + name]\n" % "".join("    try:\n        return %s(name)\n    except AttributeError:\n        pass\n"
-                                           % g for g in getattrs))
+    asks = "".join("    try:\n        return %s(name)\n    except AttributeError:\n        pass\n" % g
+                   for g in getattrs)
+    parts.append('\ndef __getattr__(name):\n%s    __import__("tinymqtt." + name)\n    return sys.modules["tinymqtt." + '
+                 'name]\n' % asks)
     return "\n".join(parts)
 
 
