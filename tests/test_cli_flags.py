@@ -9,10 +9,10 @@ import uuid
 import pytest
 
 from tests.test_cli import client, run_cli, set_retained  # noqa: F401 (client is a fixture)
-from tinymqtt import cli_args
-from tinymqtt.cli_format import format_message
-from tinymqtt.cli_pub import _parser as pub_parser
-from tinymqtt.cli_sub import _parser as sub_parser
+from tinymqtt_cli import args as cli_args
+from tinymqtt_cli.formats import format_message
+from tinymqtt_cli.pub import _parser as pub_parser
+from tinymqtt_cli.sub import _parser as sub_parser
 
 
 @pytest.fixture

@@ -308,8 +308,8 @@ def test_credentials_never_show(tls_broker, pki, caplog):
 
 
 def run_cli(*args):
-    env = dict(os.environ, PYTHONPATH="%s/lib:%s/ports/linux" % (ROOT, ROOT))
-    return subprocess.run([sys.executable, "-m", "tinymqtt"] + [str(a) for a in args], cwd=ROOT, env=env,
+    env = dict(os.environ, PYTHONPATH="%s/lib:%s/ports/linux:%s/host" % (ROOT, ROOT, ROOT))
+    return subprocess.run([sys.executable, "-m", "tinymqtt_cli"] + [str(a) for a in args], cwd=ROOT, env=env,
                           capture_output=True, timeout=30, text=True)
 
 

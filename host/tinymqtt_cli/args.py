@@ -163,7 +163,7 @@ def client(a, **extra):
     made = []
     port_impl = None
     if a.debug:
-        from tinymqtt.cli_debug import DebugPort
+        from tinymqtt_cli.debug import DebugPort
         import tinymqtt_port  # (the port a Client takes by default; its contract: tinymqtt/driver.py)
         port_impl = DebugPort(tinymqtt_port, v, lambda: made[0].session.client_id if made else a.id)
     will = None

@@ -1,4 +1,4 @@
-# `tinymqtt pub|sub ...` (also `python -m tinymqtt`): mosquitto_pub / mosquitto_sub with the same flags, on
+# `tinymqtt pub|sub ...` (also `python -m tinymqtt_cli`): mosquitto_pub / mosquitto_sub with the same flags, on
 # the blocking client (CPython only). This file dispatches and turns every failure into one line on stderr
 # and mosquitto's exit status: the CONNACK code for a refused connection, 27 for -W, 1 for the rest.
 # Credentials are never printed: not in errors, not in debug output.
@@ -14,12 +14,12 @@ def main(argv=None):
     if not argv or argv[0] not in ("pub", "sub"):
         print(USAGE, file=sys.stderr)
         return 2
-    from tinymqtt import cli_args
+    from tinymqtt_cli import args as cli_args
     if argv[0] == "pub":
-        from tinymqtt.cli_pub import run
+        from tinymqtt_cli.pub import run
     else:
-        from tinymqtt.cli_sub import run
-    from tinymqtt.cli_sub import TimedOut
+        from tinymqtt_cli.sub import run
+    from tinymqtt_cli.sub import TimedOut
     try:
         return run(argv[1:])
     except TimedOut:

@@ -6,7 +6,7 @@ import select
 import sys
 import time
 
-from tinymqtt import cli_args
+from tinymqtt_cli import args as cli_args
 from tinymqtt.errors import NotDelivered
 from tinymqtt.packets import PUBACK, PUBREC, PUBCOMP
 from tinymqtt.session import LOST

@@ -4,8 +4,8 @@
 import sys
 import time
 
-from tinymqtt import cli_args
-from tinymqtt.cli_format import message_line
+from tinymqtt_cli import args as cli_args
+from tinymqtt_cli.formats import message_line
 from tinymqtt.errors import MQTTError
 from tinymqtt.packets import SUBACK, sub_options
 from tinymqtt.handlers import matches
