@@ -3,7 +3,7 @@
 # their output and exit status are compared: what sub prints, byte for byte (-v with an empty payload, -N, -F
 # with every parameter mosquitto has, %j and %J); the command lines mosquitto refuses (exit 1, its one line); the
 # exit status of a closed port, a TLS certificate that does not verify (8; mosquitto's own is 8 or 1, a race) and
-# a TLS port spoken to without TLS (7). The deliberate differences (docs/cli.md) are not compared here: test_cli*.py pin them.
+# a TLS port spoken to without TLS (7). The deliberate differences (docs/cli.md) are pinned by test_cli*.py.
 import os
 import re
 import shutil
@@ -221,6 +221,7 @@ def tls_setup(tmp_path_factory):
     ("a server certificate from another CA", "port", "other-ca.pem", 8),
     ("an expired server certificate", "expired_port", "ca.pem", 8),
     ("no CA given: the TLS port spoken to without TLS", "port", None, 7),
+    ("a --cafile that does not exist", "port", "no-such-ca.pem", 1),
 ])
 def test_tls_failures_exit_as_mosquitto_pub_does(tls_setup, what, port, ca, code):
     b, pki, creds = tls_setup
