@@ -41,7 +41,8 @@ TLS_VERSIONS = {"tlsv1.3": "TLSv1_3", "tlsv1.2": "TLSv1_2", "tlsv1.1": "TLSv1_1"
 
 
 class UsageError(Exception):
-    """A command line that cannot work (mosquitto says "Error: ..." and exits 1 for these too)."""
+    """A command line that cannot work: main() prints "Error: " and the text (a text that starts with "Error", as
+    mosquitto's 'Error loading input file', alone) and exits 1, as mosquitto does."""
 
 
 def atoi(v):
@@ -50,7 +51,7 @@ def atoi(v):
     return int(m.group(1)) if m else 0
 
 
-def _checked(test, text):
+def checked(test, text):
     # an argparse type: the value through test(), or UsageError(text % the value as atoi() reads it)
     def check(v):
         try:
@@ -63,11 +64,11 @@ def _checked(test, text):
     return check
 
 
-def _range(lo, hi):
+def in_range(lo, hi):
     return lambda v: atoi(v) if lo <= atoi(v) <= hi else None
 
 
-def _seconds(v):  # -W: mosquitto's whole seconds, and fractions of one too
+def seconds(v):  # -W: mosquitto's whole seconds, and fractions of one too
     return float(v) if float(v) > 0 else None
 
 
@@ -102,15 +103,15 @@ class _Parser(argparse.ArgumentParser):
 def parser(prog, description):
     ap = _Parser(prog=prog, add_help=False, description=description)
     ap.add_argument("-h", "--host")
-    ap.add_argument("-p", "--port", type=_checked(_range(1, 65535), "Invalid port given: %d"))
+    ap.add_argument("-p", "--port", type=checked(in_range(1, 65535), "Invalid port given: %d"))
     ap.add_argument("-L", "--url", help="mqtt(s)://[user[:password]@]host[:port]/topic")
     ap.add_argument("-i", "--id")
     ap.add_argument("-I", "--id-prefix", help="the client id is this prefix and the process id")
     ap.add_argument("-k", "--keepalive", default=60, help="5-65535 seconds, as mosquitto's (default 60)",
-                    type=_checked(_range(5, 65535),
+                    type=checked(in_range(5, 65535),
                                   "Invalid keepalive given, it must be between 5 and 65535 inclusive."))
     ap.add_argument("-V", "--protocol-version", default="311", type=_version, metavar="{31,311,5}")
-    ap.add_argument("-q", "--qos", default=0, type=_checked(_range(0, 2), "Invalid QoS given: %d"))
+    ap.add_argument("-q", "--qos", default=0, type=checked(in_range(0, 2), "Invalid QoS given: %d"))
     ap.add_argument("-c", "--disable-clean-session", action="store_true",
                     help="keep the session; reconnect with backoff after a lost connection and resume it")
     ap.add_argument("-x", "--session-expiry", help="v5 Session Expiry Interval (-1 or 4294967295: never)")
@@ -120,7 +121,7 @@ def parser(prog, description):
                     help="-D command identifier value (v5), e.g. -D publish user-property key value")
     ap.add_argument("--will-topic")
     ap.add_argument("--will-payload", default="")
-    ap.add_argument("--will-qos", default=0, type=_checked(_range(0, 2), "Invalid will QoS %d."))
+    ap.add_argument("--will-qos", default=0, type=checked(in_range(0, 2), "Invalid will QoS %d."))
     ap.add_argument("--will-retain", action="store_true")
     ap.add_argument("--cafile")
     ap.add_argument("--capath")

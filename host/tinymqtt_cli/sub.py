@@ -23,9 +23,9 @@ def _parser():
     ap.add_argument("-T", "--filter-out", action="append", default=[], help="do not print topics matching this")
     ap.add_argument("-U", "--unsubscribe", action="append", default=[], help="unsubscribe from this filter first")
     ap.add_argument("-C", "--count", default=0, help="exit after this many messages",
-                    type=cli_args._checked(cli_args._range(1, 2 ** 31 - 1), 'Invalid message count "%d".'))
+                    type=cli_args.checked(cli_args.in_range(1, 2 ** 31 - 1), 'Invalid message count "%d".'))
     ap.add_argument("-W", "--timeout", default=0, help="exit 27 after this many seconds (fractions too)",
-                    type=cli_args._checked(cli_args._seconds, 'Invalid timeout "%d".'))
+                    type=cli_args.checked(cli_args.seconds, 'Invalid timeout "%d".'))
     ap.add_argument("-E", "--exit-after-sub", action="store_true", help="exit once subscribed")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the topic before each payload")
     ap.add_argument("-F", "--format", help="output format, as mosquitto_sub -F (%%t %%p %%q %%r %%j ...)")
