@@ -3,6 +3,7 @@
 # (packets.v5() importing props, say), and no module assigns into another module's namespace or into a class it
 # imported (a module that rewrites another at import makes behaviour depend on import order).
 import ast
+import re
 import os
 
 import pytest
@@ -144,3 +145,14 @@ def test_the_checks_find_what_they_look_for():
            "    sys.modules['p.a'] = 5\n    local = Packet(1)\n    self_x = 6\n")
     assert sorted(w for _, w in patches(ast.parse(src))) == ["K.decode", "K.encode", "Packet.__eq__",
                                                             "setattr(K, ...)", "sys.modules['p.a']"]
+
+
+def test_lib_has_no_host_only_flag():
+    # lib/ is what a board runs: no module keeps code for host tools behind a flag deploy turns off (the _HOST of
+    # packets.py and inflight.py, which the server half and the tests once needed), and no file is host-only.
+    from tools.deploy import features
+    assert "_HOST" not in features.FLAGS
+    for name, path in lib_modules().items():
+        with open(path, encoding="utf-8") as f:
+            assert "_HOST" not in f.read(), name
+    assert not [n for n in lib_modules() if re.fullmatch(r"cli|cli_.*|__main__", n.split(".")[-1])]
