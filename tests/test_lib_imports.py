@@ -3,8 +3,8 @@
 # (packets.v5() importing props, say), and no module assigns into another module's namespace or into a class it
 # imported (a module that rewrites another at import makes behaviour depend on import order).
 import ast
-import re
 import os
+import re
 
 import pytest
 
