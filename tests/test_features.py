@@ -40,8 +40,7 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
     assert text("esp32", "full", "driver.py") == {"_MQTT5": "1", "_APP_ACKS": "1"}
     assert text("esp32", "mqtt311", "reasons.py") == {"_MQTT5": "0"}  # (the names of MQTT 5's own codes stay off)
     assert text("esp32", "full", "reasons.py") == {"_MQTT5": "1"}
-    assert text("linux", "full", "packets.py")["_HOST"] == "0"  # cli_codec.py never goes to a board
-    assert features.off(boards.profiles()["full"].lib + ["tinymqtt/cli_codec.py"]) == []
+    assert features.off(boards.profiles()["full"].lib) == []  # every optional module is in lib/, none is host-only
 
 
 @pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")
