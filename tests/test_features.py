@@ -42,6 +42,10 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
     assert text("linux", "full", "errors.py") == {"_REASONS": "1"}
     assert text("linux", "full", "packets.py")["_HOST"] == "0"  # cli_codec.py never goes to a board
     assert features.off(boards.profiles()["full"].lib + ["tinymqtt/cli_codec.py"]) == []
+    # the flow table's check of our own moves is on in the sources and off on every board
+    assert text("linux", "full", "inflight.py")["_FLOW_CHECKS"] == "0"
+    with open(os.path.join(LIB, "inflight.py"), encoding="utf-8") as f:
+        assert flags(f.read())["_FLOW_CHECKS"] == "1"
 
 
 @pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")

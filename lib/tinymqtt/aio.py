@@ -9,7 +9,7 @@ try:
 except ImportError:  # CPython
     from collections import namedtuple
 
-from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost
+from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost, const
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
 
 
@@ -17,6 +17,10 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 # What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
 # awaiting it allocates nothing and cannot fail. (CPython: None)
 _YIELD = getattr(asyncio, "SingletonGenerator", None)
+_PUBLISH = const(3)  # the session's event for a received message (tinymqtt.packets' packet type)
+# What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
+_UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every slot was taken)
+_UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
@@ -62,7 +66,7 @@ class AsyncClient(Driver):
         if self.transport:  # (else e.g. TLS 1.3: a refused client certificate shows at the first write)
             self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._ticker()))
             try:
-                await asyncio.wait_for(self._result(-2, 0), timeout)
+                await asyncio.wait_for(self._result(_UNTIL_CONNACK, 0), timeout)
             except asyncio.TimeoutError:  # (an end of the link: on_disconnect hears it, as from the blocking client)
                 self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             if self.is_connected():
@@ -137,7 +141,7 @@ class AsyncClient(Driver):
         around it)."""
         pid = self.session.publish(topic, payload, qos, retain, props)
         if pid < 0:  # every in-flight slot is taken
-            return self._result(-1, (topic, payload, qos, retain, props, wait))
+            return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
         return self.flush(pid if qos and wait else 0)
 
     async def subscribe(self, topic, qos=0, handler=None, props=None):
@@ -206,16 +210,16 @@ class AsyncClient(Driver):
         # flow of pid ended: a reason code, SUBACK/UNSUBACK's codes, or None (the client closed, also before the
         # flow began, or its slot went with the link without an ack: a SUBSCRIBE the new connection makes again);
         # raises NotDelivered for a refused or lost message. pid 0: only the drain (_done never holds 0).
-        # pid -1: every in-flight slot was taken; arg: publish()'s arguments, published again after a change.
-        # pid -2: connect()'s wait, until CONNACK or the end of the link (connect() raises its error, as the
-        # blocking client's does, also with reconnect: the reader task has not reconnected yet).
+        # _UNTIL_FREE_SLOT: every in-flight slot was taken; arg: publish()'s arguments, published again after a
+        # change. _UNTIL_CONNACK: connect()'s wait, until CONNACK or the end of the link (connect() raises its
+        # error, as the blocking client's does, also with reconnect: the reader task has not reconnected yet).
         while pid < 0:
-            if pid == -2 and (self.is_connected() or not self.transport):
+            if pid == _UNTIL_CONNACK and (self.is_connected() or not self.transport):
                 return
-            if not (self.transport or self.reconnect):  # -1: no slot frees without a link: the message is not queued
+            if not (self.transport or self.reconnect):  # no slot frees without a link: the message is not queued
                 raise ConnectionLost(0x80, "not connected (reconnect=False): %s" % (self.last_error or "closed"))
             await self._next_change()
-            if pid == -1:
+            if pid == _UNTIL_FREE_SLOT:
                 return await self.publish(*arg)
         try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
             await arg
@@ -282,8 +286,7 @@ class AsyncClient(Driver):
             await _sleep_ms(max(10, min(wait, 1000)))
 
     def _event(self, ev, value, reason):
-        # (3: PUBLISH, tinymqtt.packets' type; a literal: no const to import, which would cost aio.mpy a global)
-        if ev == 3:  # the session reuses the message and its buffer once this returns: keep a copy
+        if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
             box = self._inbox
             n = self._inbox_n
             m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,

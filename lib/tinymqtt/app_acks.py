@@ -84,9 +84,9 @@ class AppAcks:
         if not self.hold_pubrel or not self.hold_pubrel(pid):
             self.complete(pid)
 
-    def _packet(self, buf, pos, total, pid, reason):
+    def _packet(self, buf, pos, total):
         self.parked = self.hold and buf[pos] >> 4 == _PUBLISH  # parked, untouched, until the application takes one
-        return self.parked or self._base._packet(self, buf, pos, total, pid, reason)
+        return self.parked or self._base._packet(self, buf, pos, total)
 
     def tick(self, now):
         if self.parked and self.pinging:  # its PINGRESP may wait behind a message nobody took yet: the deadline

@@ -20,9 +20,10 @@ from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: t
 from tinymqtt.topic import validate_name, validate_filter
 from tinymqtt.wire import _vbi_len
 
-# Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
-# would cost a global, its name and a lookup at every use. (const: micropython's, via packets.py; int on CPython;
-# session5 and app_acks import it from here.)
+# Packet types (tinymqtt.packets names them), and the outbound flows' states, events and actions (tinymqtt.inflight
+# has their table): copies, which tests/test_names.py checks against their one source.
+_V31 = const(3)
+_V311 = const(4)
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -39,16 +40,54 @@ _PINGREQ = const(12)
 _PINGRESP = const(13)
 _DISCONNECT = const(14)
 _AUTH = const(15)
-_RESEND = const(2)
-_SENT = const(3)
-_RELEASED = const(4)
-_RELQ = const(5)
+_QUEUED = const(1)
+_RESEND_PUBREL = const(4)
+_CONTROL = const(8)
+_FIRST_QUEUED = const(1)
+_LAST_QUEUED = const(4)
+_WRITE_QOS0 = const(2)
+_WRITE_PUBREL = const(5)
+_GOT_PUBACK = const(6)
+_GOT_PUBREC = const(7)
+_GOT_REFUSAL = const(8)
+_GOT_PUBCOMP = const(9)
+_GOT_SUBACK = const(10)
+_SEND_PUBREL = const(2)
+_NOT_IN_FLIGHT = const(6)
+_NOT_EXPECTED = const(7)
 
-# Session.state: 0 disconnected, 1 connecting (CONNECT sent), 2 connected (CONNACK accepted). Private constants
-# only: a public name would cost a board a global and its name.
+# Session.state, the connection's
 _DISCONNECTED = const(0)
-_CONNECTING = const(1)
-_CONNECTED = const(2)
+_CONNECTING = const(1)  # CONNECT sent
+_CONNECTED = const(2)  # CONNACK accepted
+
+# What a server may send (MQTT 3.1.1 and 5.0 section 2.1.2), by packet type: in which connection state.
+_RESERVED = const(0)  # type 0: the reader refuses it as malformed
+_CLIENT_ONLY = const(1)  # a client's packet: a server never sends it
+_BEFORE_CONNACK = const(2)
+_AFTER_CONNACK = const(3)
+_MQTT5_ONLY = const(4)  # DISCONNECT after CONNACK, AUTH before and after: Session5 takes them
+_SERVER_SENDS = (
+    _RESERVED,  # 0
+    _CLIENT_ONLY,  # CONNECT
+    _BEFORE_CONNACK,  # CONNACK
+    _AFTER_CONNACK,  # PUBLISH (one that comes before CONNACK is read first, to say what is wrong with it)
+    _AFTER_CONNACK,  # PUBACK
+    _AFTER_CONNACK,  # PUBREC
+    _AFTER_CONNACK,  # PUBREL
+    _AFTER_CONNACK,  # PUBCOMP
+    _CLIENT_ONLY,  # SUBSCRIBE
+    _AFTER_CONNACK,  # SUBACK
+    _CLIENT_ONLY,  # UNSUBSCRIBE
+    _AFTER_CONNACK,  # UNSUBACK
+    _CLIENT_ONLY,  # PINGREQ
+    _AFTER_CONNACK,  # PINGRESP
+    _MQTT5_ONLY,  # DISCONNECT
+    _MQTT5_ONLY,  # AUTH
+)
+# The first byte of the acks that the receive path reads in place when they are a bare packet id (MQTT 5: with
+# a success code and no properties): nothing to allocate for the common case.
+_ACK_BYTES = (_PUBACK << 4, _PUBREC << 4, _PUBREL << 4 | 2, _PUBCOMP << 4)
 # const(0) in a board build without tinymqtt/retry.py, without MQTT 5's props.py, or without handlers.py
 # (tools/deploy/features.py)
 _RETRY = const(1)
@@ -76,7 +115,7 @@ class Session:
         # raises TypeError; driver.new_session drops the topic_alias_maximum a full board's config.SESSION gives any
         # version, a pop that a build without MQTT 5 compiles out. manual_ack: app_acks.py's class takes it before
         # it comes here)
-        if (version != 3 and version != 4 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
+        if (version != _V31 and version != _V311 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
                 or not _RETRY and retry_ms):
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
@@ -156,7 +195,7 @@ class Session:
                                % p.reason)
         # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4). 3.1 has no
         # session-present flag: a non-clean connection resumes what the server kept.
-        present = p.session_present or (self.version == 3 and not self._clean_now)
+        present = p.session_present or (self.version == _V31 and not self._clean_now)
         if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
             raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
@@ -234,28 +273,28 @@ class Session:
             del todo[0]
         if _MQTT5:
             window = self.server_receive_maximum  # (the slots bound unacked too; 3.x: only they do)
-        ring = f.ring  # (inflight.py: QUEUED, RESEND and RELQ slots, oldest first, and stale entries)
+        ring = f.ring  # the send queue, oldest first (inflight.py), with stale entries
         while f.queued:
             i = ring[f.head]
             st = f.state[i]
-            if not 0x26 >> st & 1:  # no longer QUEUED, RESEND or RELQ (bits 1, 2, 5): it leaves the queue
+            if not _FIRST_QUEUED <= st <= _LAST_QUEUED:  # it left the queue meanwhile (acked, or its session ended)
                 f.head = (f.head + 1) % f.size
                 f.queued -= 1
                 continue
-            if st == _RELQ:
+            if st == _RESEND_PUBREL:
                 if self.out_size - self.outlen < 8:
                     return
-                f.mark(i, _RELEASED, self._now)
+                f.step(i, _WRITE_PUBREL, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
                 continue
             q = f.qos[i]
             if _MQTT5 and q and f.unacked >= window:
                 return
             # (a build without MQTT 5 keeps no props: 3.x packets carry none)
-            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], _MQTT5 and f.props[i],
+            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st != _QUEUED, f.pid[i], _MQTT5 and f.props[i],
                          self.out_size - self.outlen):
                 return
-            f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
+            f.step(i, _WRITE_QOS0 + q, self._now)
         return not todo
 
     def _pub(self, t, pl, q, retain, dup, pid, pr, room):
@@ -350,7 +389,7 @@ class Session:
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
                     break
-                if self._packet(buf, pos, total, 0, 0):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
+                if self._packet(buf, pos, total):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
                     more = True
                     break
                 pos += total
@@ -368,75 +407,90 @@ class Session:
                 self.inlen = k
         return more or (self._owed != 0 and self.state == _CONNECTED)  # (paid at the next call)
 
-    def _packet(self, buf, pos, total, pid, reason):
-        # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
+    def _packet(self, buf, pos, total):
+        # One whole packet at buf[pos:pos + total].
         first = buf[pos]
+        pid = reason = 0
         t = first >> 4
         f = self.flights
         if self.state == _CONNECTED:
-            # The common acks, a bare packet id, and PINGRESP, handled without building a Packet, so nothing is
-            # allocated. Anything else (packet id 0 too) is read whole below, which validates it.
-            if total == 4 and first in (0x40, 0x50, 0x62, 0x70):
-                pid = buf[pos + 2] << 8 | buf[pos + 3]
-            elif total == 2 and first == 0xD0:
+            # The common acks and PINGRESP, read in place without building a Packet, so nothing is allocated: an
+            # ack that is a bare packet id, or in MQTT 5 one with a success code (0x10, no matching subscribers:
+            # what mosquitto answers for a topic nobody reads) and no properties or an empty property block.
+            # Anything else (packet id 0 too) is read whole below, which validates it.
+            if first in _ACK_BYTES:
+                if total == 4:
+                    pid = buf[pos + 2] << 8 | buf[pos + 3]
+                elif _MQTT5 and (total == 5 or (total == 6 and not buf[pos + 5])) and self.version == _V5:
+                    reason = buf[pos + 4]
+                    if not reason or (reason == 0x10 and t < _PUBREL):
+                        pid = buf[pos + 2] << 8 | buf[pos + 3]
+            elif total == 2 and first == _PINGRESP << 4:
                 self.pinging = False
                 return
         if not pid:
+            sends = _SERVER_SENDS[t]
+            if sends == _CLIENT_ONLY:  # by type: what it holds is moot
+                raise protocol_error("a server never sends %s" % NAMES.split()[t])
             mv = self._inmv
             if t == _PUBLISH:  # read in place into the one reused Packet (before CONNACK too: it is checked first)
                 p = read_publish(mv, pos, pos + total, self._msg, self.version)
                 if self.state != _CONNECTING:
                     return self._on_publish(p)
-            elif 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
-                raise protocol_error("a server never sends %s" % NAMES.split()[t])
             else:  # in place too, into a new Packet: CONNACK, SUBACK and UNSUBACK go to on_event
                 p = Packet(t)
                 read_packet(mv, pos, pos + total, p, self.version)
             if self.state == _CONNECTING:
-                if t == _CONNACK:
-                    return self._on_connack(p)
-                raise protocol_error("%s before CONNACK" % NAMES.split()[t])
+                if sends != _BEFORE_CONNACK:
+                    raise protocol_error("%s before CONNACK" % NAMES.split()[t])
+                return self._on_connack(p)
+            if sends != _AFTER_CONNACK:  # a second CONNACK; DISCONNECT from a 3.x server
+                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
-                i = f.find(p.pid)
-                if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
-                    self.unsolicited += 1
-                    return
-                topics = f.topic[i]
-                codes = p.codes
-                if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
-                    # (checked before the request is let go: a reconnect asks again)
-                    raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
-                                         % (NAMES.split()[t], p.pid, NAMES.split()[f.retain[i]], len(topics), codes))
-                f.mark(i, 0, 0)  # (FREE)
-                if t == _SUBACK:
-                    for k in range(len(topics)):
-                        if codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                            self._forget((topics[k][0],))
-                self.on_event(t, p, 0)
-                return  # (None: received() goes on)
+                return self._on_suback(t, p)
             if t == _PINGRESP:
                 self.pinging = False
                 return
-            if not 0xF0 >> t & 1:  # not PUBACK-PUBCOMP: a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
-                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             pid = p.pid
             reason = p.reason
         if t == _PUBREL:
             self._pubrel(pid)
             return
-        r = f.ack(t, pid, reason, self._now)  # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's
-        if r < 0:
+        # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's table
+        a = f.ack(_GOT_PUBACK if t == _PUBACK else _GOT_PUBCOMP if t == _PUBCOMP
+                  else _GOT_PUBREC if reason < 0x80 else _GOT_REFUSAL, pid, self._now)
+        if a == _NOT_IN_FLIGHT:
             self.unsolicited += 1
             if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
                 self._send(_PUBREL, pid, _MQTT5 and self._not_found)
             return
-        if not r:
+        if a == _NOT_EXPECTED:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES.split()[t], pid, f.qos[f.find(pid)]))
-        if r == _PUBREL:
+        if a == _SEND_PUBREL:
             self._send(_PUBREL, pid, 0)
-        else:
+        else:  # the flow ended
             self.on_event(t, pid, reason)
         self.pump()
+
+    def _on_suback(self, t, p):
+        # A SUBACK or UNSUBACK: it ends the request that borrowed its packet id.
+        f = self.flights
+        i = f.find(p.pid)
+        if i < 0 or f.state[i] != _CONTROL:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
+            self.unsolicited += 1
+            return
+        topics = f.topic[i]
+        codes = p.codes
+        if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
+            # (checked before the request is let go: a reconnect asks again)
+            raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
+                                 % (NAMES.split()[t], p.pid, NAMES.split()[f.retain[i]], len(topics), codes))
+        f.step(i, _GOT_SUBACK, 0)
+        if t == _SUBACK:
+            for k in range(len(topics)):
+                if codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                    self._forget((topics[k][0],))
+        self.on_event(t, p, 0)
 
     def _on_publish(self, p):
         # Exactly once for QoS 2: the id stays in _rx_pid from our PUBREC until PUBREL, and a PUBLISH with it is a
@@ -534,7 +588,7 @@ class Session:
         if self.pinging or self.out_size - self.outlen < 2:
             return False
         i = self.outlen
-        self.out[i] = 0xC0
+        self.out[i] = _PINGREQ << 4
         self.out[i + 1] = 0
         self.outlen = i + 2
         self._last_sent = self._ping_at = now

@@ -114,7 +114,7 @@ class Session5(Session):
                 self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
             raise
 
-    def _packet(self, buf, pos, total, pid, reason):
+    def _packet(self, buf, pos, total):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
@@ -131,16 +131,8 @@ class Session5(Session):
                     if p.topic is None:
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
-        if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
-            if (total == 5 or (total == 6 and not buf[pos + 5])) and self.state == _CONNECTED \
-                    and buf[pos] in (0x40, 0x50, 0x62, 0x70):
-                # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
-                # nobody reads), without properties or with an empty property block, read in place as Session
-                # reads a bare one: no allocation.
-                reason = buf[pos + 4]
-                if not reason or (reason == 0x10 and t < 6):
-                    pid = buf[pos + 2] << 8 | buf[pos + 3]
-            return Session._packet(self, buf, pos, total, pid, reason)
+        if t < _DISCONNECT:  # (DISCONNECT and AUTH, what only an MQTT 5 server sends, are the last two types)
+            return Session._packet(self, buf, pos, total)
         p = Packet(t)  # DISCONNECT or AUTH, read in place as Session reads the others
         read_packet(self._inmv, pos, pos + total, p, _V5)
         c, pr = p.reason, p.props or {}
