@@ -185,7 +185,7 @@ class Inflight:
                 break
         self._next_pid = pid
         i = pid % size
-        self.step(i, _LEND if qos > 2 else _QUEUE, 0)
+        self.state[i] = _FLOWS[_FREE << 4 | (_LEND if qos > 2 else _QUEUE)] >> 4  # the table's QUEUED or CONTROL
         self.qos[i] = qos
         self.retain[i] = retain
         self.pid[i] = pid if qos else 0

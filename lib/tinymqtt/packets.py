@@ -270,15 +270,19 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     pl = len(payload)
     n = _put_str(None, 0, topic) + pl + (qos and 2)  # (refuses a topic MQTT cannot carry)
+    props5 = _MQTT5 and version == _V5 and (props or alias)  # MQTT 5 with properties (else an empty block)
     if _MQTT5 and version == _V5:
-        n += v5().put_publish(None, 0, props, alias)
-    pos = _put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
+        n += v5().put_publish(None, 0, props, alias) if props5 else 1
+    pos = _put_str(buf, _header(buf, off, _PUBLISH << 4 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:  # (written here, not by put(): this is every publish's path)
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
         pos += 2
-    if _MQTT5 and version == _V5:
+    if props5:
         pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
+    elif _MQTT5 and version == _V5:
+        buf[pos] = 0  # no properties
+        pos += 1
     buf[pos:pos + pl] = payload
     return pos + pl - off
 

@@ -15,7 +15,7 @@
 # Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
 # app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
+from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, v5, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter
 from tinymqtt.wire import _vbi_len
@@ -101,6 +101,9 @@ class Session:
     # of an ack for a packet id we do not know (Session5: 0x92, where it fits); a build without MQTT 5 needs neither
     if _MQTT5:
         server_receive_maximum = 65535
+        maximum_qos = 2  # the server's Maximum QoS
+        retain_available = True  # the server's Retain Available
+        aliases = None  # the outbound topic aliases the server granted (aliases.py)
         _not_found = 0
     props = None  # CONNECT properties (Session5's)
     if _HANDLERS:
@@ -222,6 +225,11 @@ class Session:
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
         slot). Breaking a server limit raises, sending nothing."""
+        if _MQTT5 and self.version == _V5:  # what the server's CONNACK said it lacks
+            if retain and not self.retain_available:
+                raise LocalProtocolError(0x9A, "the server does not support retained messages")
+            if qos > self.maximum_qos:
+                raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.maximum_qos))
         t = topic
         if isinstance(topic, str):  # validated and encoded once, then looked up (the first 64 topics)
             t = self._topics.get(topic)
@@ -234,7 +242,7 @@ class Session:
             raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
         if isinstance(payload, str):
             payload = payload.encode()
-        if not 0 <= qos <= 2:  # (Session5 checks the server's Maximum QoS first)
+        if not 0 <= qos <= 2:
             raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
         # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
         # slot. Anything else is sized only, then queued.
@@ -245,12 +253,11 @@ class Session:
         if n > self._most:
             raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, self._most))
         f = self.flights
-        i = f.add(t, payload, qos, retain, props)
+        i = f.add(t, payload, qos, retain, props)  # the flow table: QUEUED
         if i < 0:
             return -1
-        pid = f.pid[i]
-        self.pump()
-        return pid
+        self.pump()  # written now if the window and `out` allow
+        return f.pid[i]
 
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
@@ -260,7 +267,7 @@ class Session:
         f = self.flights
         todo = self._resub_todo
         # One SUBSCRIBE a filter still subscribed (one unsubscribed meanwhile is skipped), with its options and
-        # properties: it fits, as subscribe() checked its whole request. (Merging them took 69 B of a board's .mpy.)
+        # properties: it fits, as subscribe() checked its whole request.
         while todo:
             t = todo[0]
             o = self.subs.get(t)
@@ -271,8 +278,6 @@ class Session:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, one, o[1])
             del todo[0]
-        if _MQTT5:
-            window = self.server_receive_maximum  # (the slots bound unacked too; 3.x: only they do)
         ring = f.ring  # the send queue, oldest first (inflight.py), with stale entries
         while f.queued:
             i = ring[f.head]
@@ -288,23 +293,40 @@ class Session:
                 self._send(_PUBREL, f.pid[i], 0)
                 continue
             q = f.qos[i]
-            if _MQTT5 and q and f.unacked >= window:
+            if _MQTT5 and q and f.unacked >= self.server_receive_maximum:  # MQTT 5's window (3.x: the slots alone)
                 return
             # (a build without MQTT 5 keeps no props: 3.x packets carry none)
             if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st != _QUEUED, f.pid[i], _MQTT5 and f.props[i],
                          self.out_size - self.outlen):
                 return
-            f.step(i, _WRITE_QOS0 + q, self._now)
+            f.step(i, _WRITE_QOS0 + q, self._now)  # the flow table: WAIT_PUBACK, WAIT_PUBREC, or FREE for QoS 0
         return not todo
 
     def _pub(self, t, pl, q, retain, dup, pid, pr, room):
         # Writes a PUBLISH into `out` if its exact size is at most room, and returns 0; else returns that size,
-        # writing nothing. (Session5: with its properties and, unless dup, a topic alias.)
+        # writing nothing. MQTT 5: with its properties, and with a Topic Alias when the server granted aliases,
+        # the message is new (a resend carries its full topic) and the packet still fits with it (queued while
+        # aliases were off, it may fit only without).
         n = 2 + len(t) + (2 if q else 0) + len(pl)
-        n += 1 + _vbi_len(n)
+        a = 0
+        if _MQTT5 and self.version == _V5:
+            k = v5().put_props(None, 0, pr, _PUBLISH, 0) if pr else 1  # (1: an empty property block)
+            if self.aliases.max and not dup:
+                m = n + v5().put_props(None, 0, pr, _PUBLISH, 3) + 3  # with the alias (3: the property's bytes)
+                if m + 1 + _vbi_len(m) <= self._most:
+                    k = m - n
+                    a = 3
+            n += k
+        n += 1 + _vbi_len(n)  # the fixed header: its first byte and the Remaining Length
         if n > room:
             return n
-        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, 0, self.outlen)
+        if a:
+            a = self.aliases.lookup(t)
+            if a > 0:  # the server knows this topic's alias: the alias alone
+                t = b""
+            else:  # a new alias: the topic and its alias
+                a = -a
+        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
         self._last_sent = self._now
         return 0
 
