@@ -5,7 +5,7 @@
 # most Receive Maximum received messages, each acknowledged (QoS 1/2) only when the application takes it.
 import asyncio
 try:
-    from ucollections import namedtuple  # the builtin: a build may freeze a collections package over it (~0.8 KB)
+    from ucollections import namedtuple  # the builtin, even where a build freezes a collections package over it
 except ImportError:  # CPython
     from collections import namedtuple
 
@@ -24,7 +24,6 @@ _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
-# (Its fields in a list: a tuple of str literals would be a constant of str objects on a board's heap.)
 Message = namedtuple("Message", ["topic", "payload", "qos", "retain", "dup", "pid", "props"])
 
 
@@ -49,9 +48,8 @@ class AsyncClient(Driver):
         # One Event for every wait: messages() for a message, connect() for CONNACK or an end of the link that
         # stops it, flows awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its own packet
         # id in _done), publish() waiting for a free in-flight slot, the reader parked behind a full inbox. Set at
-        # every session event, every end of a link, and when a full inbox frees a place: neither a flow nor a
-        # kind of wait costs an Event of its own (64 B of 32-bit heap each), and each waiter checks its own
-        # condition again.
+        # every session event, every end of a link, and when a full inbox frees a place; each waiter then checks
+        # its own condition again (docs/size.md: why not an Event per flow).
         self._changed = asyncio.Event()
 
     _closed = False
@@ -135,8 +133,7 @@ class AsyncClient(Driver):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
         (0, or 0x10 no matching subscribers), and raises NotDelivered when the server refused the message or it
         was lost with a session the server no longer has; else returns None once the message is written
-        (publish_nowait() gives its packet id). No coroutine of its own (each would cost heap on MicroPython):
-        QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
+        (publish_nowait() gives its packet id). No coroutine of its own: QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
         yield, no coroutine: await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
         around it)."""
         pid = self.session.publish(topic, payload, qos, retain, props)
@@ -180,7 +177,7 @@ class AsyncClient(Driver):
 
     # `async for msg in client.messages()`: the messages no subscribe(handler=...) claimed, oldest first; at most
     # Receive Maximum are held (see __init__). Each msg is a Message the application may keep. The client is its
-    # own iterator: MicroPython has no async generators, and a class of its own would cost heap.
+    # own iterator: MicroPython has no async generators.
     messages = __aiter__
 
     async def __anext__(self):
@@ -221,15 +218,15 @@ class AsyncClient(Driver):
             await self._next_change()
             if pid == _UNTIL_FREE_SLOT:
                 return await self.publish(*arg)
-        try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
+        try:
             await arg
             # (a link gone with reconnect off ends the wait too: no outcome can come, the session keeps the flow)
             while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0 \
                     and (self.transport or self.reconnect):
                 await self._next_change()  # (no await since the check: a completion cannot slip in between)
         except _LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
-            self._close(e)  # it is awaited on (a second coroutine only on this path: a nested try would make every
-            if pid:  # flow's coroutine larger)
+            self._close(e)  # it is awaited on
+            if pid:
                 return await self._result(pid, self._changed.wait())
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)

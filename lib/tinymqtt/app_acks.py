@@ -31,7 +31,7 @@ class AppAcks:
     def __init__(self, *args, manual_ack=False, **options):
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self.hold_pubrel = None  # (here, not in the class: its dict then fits a 12-entry table, not 17)
+        self.hold_pubrel = None
         self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
 
     def ack(self, msg):

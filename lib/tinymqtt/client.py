@@ -82,7 +82,7 @@ class Client(Driver):
             self._io(left)
 
     def _millis(self, timeout):
-        # seconds -> ms, computed once per distinct timeout: float arithmetic allocates on a board
+        # seconds -> ms, computed once per distinct timeout: a loop() with the heap locked must not compute it
         c = self._ms
         ms = c.get(timeout)
         if ms is None:

@@ -32,8 +32,8 @@ _HOST = const(1)
 _V31 = const(3)
 _V311 = const(4)
 _V5 = const(5)
-# The packet types' names, for messages (NAMES.split()[t]) and __getattr__: one str costs less .mpy and board
-# heap than a list of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
+# The packet types' names, by number, for messages (NAMES.split()[t]) and __getattr__: the one source of the
+# packet types that every module's const() copies are checked against (tests/test_names.py).
 NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
          "PINGREQ PINGRESP DISCONNECT AUTH")
 # The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (bits 7, 9
@@ -83,9 +83,8 @@ class Packet:
     only decoding sets has none (a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
     Alias), nor have CONNECT's, which the session always sets (client_id, clean, keepalive, will, username,
     password; cli_codec.py gives them defaults for tools and tests), nor has SUBSCRIBE's and UNSUBSCRIBE's topics
-    ([(filter, options)], [filter]; encode() refuses a packet without them), which keeps the class dict at 12
-    entries (a full table; 13 would take 17 slots). A Will is a Packet(PUBLISH) with topic, payload, qos, retain
-    and props."""
+    ([(filter, options)], [filter]; encode() refuses a packet without them). A Will is a Packet(PUBLISH) with
+    topic, payload, qos, retain and props."""
     pid = 0
     reason = 0
     props = None

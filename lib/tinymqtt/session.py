@@ -1,6 +1,7 @@
-# Every client-side rule of MQTT 3.1 and 3.1.1, sans-IO: bytes and the time go in, packets come out in `out`
-# and events go to `on_event`. It never touches a socket or a clock. MQTT 5 is Session5 (session5.py), built
-# on this class, so a 3.1.1 board never loads it.
+# Every client-side rule of MQTT 3.1 and 3.1.1, and MQTT 5's publish, sans-IO: bytes and the time go in, packets
+# come out in `out` and events go to `on_event`. It never touches a socket or a clock. The rest of MQTT 5
+# (CONNECT and CONNACK properties, inbound topic aliases, DISCONNECT, AUTH) is Session5 (session5.py), built on
+# this class; a 3.1.1 board never loads it, and its build compiles out what the _MQTT5 flag guards here.
 #
 # Theory of operation. A driver (the blocking or the asyncio client) owns the transport and the clock:
 #  1. it calls connect(now), and after every call writes out[:outlen] in one write and sets outlen = 0,
@@ -12,8 +13,9 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-# Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
-# app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
+# Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's:
+# the class app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack
+# (0x84). The outbound flows are inflight.py's table; what a server may send when is _SERVER_SENDS below.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, v5, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
@@ -85,8 +87,7 @@ _SERVER_SENDS = (
     _MQTT5_ONLY,  # DISCONNECT
     _MQTT5_ONLY,  # AUTH
 )
-# The first byte of the acks that the receive path reads in place when they are a bare packet id (MQTT 5: with
-# a success code and no properties): nothing to allocate for the common case.
+# The first byte of each ack (PUBREL's flags are 0010): the receive path reads these in place.
 _ACK_BYTES = (_PUBACK << 4, _PUBREC << 4, _PUBREL << 4 | 2, _PUBCOMP << 4)
 # const(0) in a board build without tinymqtt/retry.py, without MQTT 5's props.py, or without handlers.py
 # (tools/deploy/features.py)
@@ -97,8 +98,8 @@ _ROOM = const(64)  # bytes `out` must have free before another packet is process
 
 
 class Session:
-    # What Session5 changes (a 3.x server announces no limits): the server's Receive Maximum, and the reason code
-    # of an ack for a packet id we do not know (Session5: 0x92, where it fits); a build without MQTT 5 needs neither
+    # The server's limits from an MQTT 5 CONNACK (Session5 sets them; a 3.x server announces none), and the
+    # reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
     if _MQTT5:
         server_receive_maximum = 65535
         maximum_qos = 2  # the server's Maximum QoS
@@ -116,8 +117,7 @@ class Session:
                  on_event=None):
         # (props, session_expiry, topic_alias_maximum, send_alias_maximum are Session5's: a 3.x session given one
         # raises TypeError; driver.new_session drops the topic_alias_maximum a full board's config.SESSION gives any
-        # version, a pop that a build without MQTT 5 compiles out. manual_ack: app_acks.py's class takes it before
-        # it comes here)
+        # version. manual_ack: app_acks.py's class takes it before it comes here)
         if (version != _V31 and version != _V311 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
                 or not _RETRY and retry_ms):
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
@@ -125,9 +125,8 @@ class Session:
                                            "both when this build has them (profile mqtt311 has neither, nor "
                                            "retry.py, the 3.x timer of retry_ms)")
         if _RETRY and retry_ms:  # the 3.x timer (files frozen or installed by mip without retry.py: ImportError)
-            from tinymqtt.retry import resend_late  # (imported once: an import in tick() allocates on MicroPython)
+            from tinymqtt.retry import resend_late  # (imported once: tick() runs with the heap locked)
             self._late = resend_late
-        # (one target a statement: two or three cost MicroPython a stack rotation each, and 4+ build a tuple)
         self.client_id = client_id
         self.version = version
         self.clean = clean
@@ -144,19 +143,19 @@ class Session:
         self.inlen = 0
         self._inmv = memoryview(self.inbuf)
         # Received messages reuse one Packet (valid only while it is being delivered), read in place by
-        # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
+        # packets.read_publish: a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         out_size = out_size or max_packet_size  # (0: as large as inbuf)
         self.out = bytearray(out_size)
-        # out_size: every room check is out_size - outlen, no len() call each time; _most: the largest packet we may
-        # send (Session5: the server's Maximum Packet Size too)
+        # out_size: what every room check reads (out_size - outlen); _most: the largest packet we may send
+        # (MQTT 5: the server's Maximum Packet Size too)
         self.out_size = self._most = out_size
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
-        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. A set: once its table has grown to
-        # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
+        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. Once the set has held the most flows open
+        # at once, adding and removing ids allocates nothing.
         self._rx_pid = set()
         self._resub_todo = []  # filters to subscribe (again) once connected, in order, when packet ids and room allow
         self.state = _DISCONNECTED
@@ -211,7 +210,7 @@ class Session:
                 self._request(t, topics, props)
             again = True
         if not present:  # the server has no inbound flow of ours left
-            if self._owed:  # (set only then: the instance's dict keeps room for the counters' first increment)
+            if self._owed:  # an ack still owed belongs to the old session
                 self._owed = 0
             self._rx_pid.clear()
         if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
@@ -335,7 +334,7 @@ class Session:
         the messages matching these filters (others go to on_event; a build without handlers.py refuses it, 0x84).
         Returns the packet id (0 while offline: sent on connect)."""
         if handler:
-            if _HANDLERS:  # (the bundle's: a global)
+            if _HANDLERS:
                 try:
                     from tinymqtt.handlers import matches
                     self._matches = matches
@@ -370,7 +369,7 @@ class Session:
     def _forget(self, filters):
         # Drops these filters' subscriptions and handlers.
         if _HANDLERS:  # a new handler list: one that _deliver is walking stays as it was
-            hs = []  # (a comprehension would close over filters: a cell per call)
+            hs = []
             for h in self._handlers:
                 if h[0] not in filters:
                     hs.append(h)
@@ -621,9 +620,7 @@ class Session:
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK, PUBREC, PUBREL, PUBCOMP), written here in
-        # place with MQTT 5's reason code when one is given: no allocation (the caller made room). (No defaults:
-        # their tuple would cost board heap. A build without MQTT 5 is never given a reason code: _MQTT5 compiles
-        # out its byte.)
+        # place with MQTT 5's reason code when one is given: no allocation (the caller made room).
         b = self.out
         i = self.outlen
         if pid:

@@ -1,6 +1,7 @@
-# MQTT 5 on top of the MQTT 3.1/3.1.1 session: CONNECT properties, the server's limits from CONNACK, topic
-# aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
-# choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
+# MQTT 5 on top of the MQTT 3.1/3.1.1 session: CONNECT properties, the server's limits from CONNACK, inbound
+# topic aliases, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers choose
+# Session5 for version=5 (tinymqtt.driver.new_session). Everything else, MQTT 5's publish (properties, outbound
+# topic aliases, the server's limits) included, is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, read_packet, v5
 from tinymqtt.packets import read_publish as _read_message  # (props has a read_publish: one namespace when bundled)
@@ -8,7 +9,7 @@ from tinymqtt.session import Session, const
 from tinymqtt.aliases import TopicAliases
 
 # MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
-# (tinymqtt.props names them all): compile-time constants, no imported globals.
+# (tinymqtt.props names them all): copies that tests/test_names.py checks against their sources.
 _V5 = const(5)
 _DISCONNECTED = const(0)  # (Session's states)
 _CONNECTING = const(1)
@@ -47,7 +48,7 @@ class Session5(Session):
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self.expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean
-        # session). (Set here, not in the class: the class dict fits a 12-entry table, the instance's its 47.)
+        # session)
         self._limits({})
 
     def _limits(self, pr):
