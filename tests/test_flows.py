@@ -134,3 +134,16 @@ def test_a_new_session_subscribes_again_in_order_each_filter_alone_with_its_prop
         out = out[n:]
     assert sent == [(SUBSCRIBE, [("a", 1)], None), (SUBSCRIBE, [("b", 1)], {0x0B: 7}),
                     (SUBSCRIBE, [("c", 0)], None), (SUBSCRIBE, [("d", 2)], None)]
+
+
+def test_the_inbound_table_has_a_row_for_every_publish_and_app_acks_only_changes_new_messages():
+    import tinymqtt.session as S
+    from tinymqtt.app_acks import extended
+    held = extended(S.Session)._inbound
+    for st in (S._IN_NONE, S._IN_RECEIVED, S._IN_HELD):
+        for q in (1, 2):
+            assert (st << 4 | S._IN_QOS0 + q) in held
+    assert (S._IN_HELD << 4 | S._IN_PUBREL) not in held  # a PUBREL before our PUBREC: a protocol error
+    changed = {k for k in held if held[k] != S._INBOUND.get(k)}
+    assert changed == {S._IN_NONE << 4 | S._IN_QOS1, S._IN_NONE << 4 | S._IN_QOS2, S._IN_RECEIVED << 4 | S._IN_QOS1}
+    assert all(held[k] >> 4 == S._IN_HELD for k in changed)

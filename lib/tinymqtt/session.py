@@ -89,6 +89,49 @@ _SERVER_SENDS = (
 )
 # The first byte of each ack (PUBREL's flags are 0010): the receive path reads these in place.
 _ACK_BYTES = (_PUBACK << 4, _PUBREC << 4, _PUBREL << 4 | 2, _PUBCOMP << 4)
+# The inbound flows (MQTT 4.3.2, 4.3.3 and 4.4), by the state of a received packet id:
+#   NONE: no flow open with this id; RECEIVED: QoS 2, our PUBREC sent, until PUBREL (the id is in _rx_pid);
+#   HELD: delivered, the application acknowledges it itself (app_acks.py; the id is in its _held).
+#
+#   PUBLISH QoS 0 --> deliver
+#   PUBLISH QoS 1: NONE --deliver, PUBACK--> NONE
+#   PUBLISH QoS 2: NONE --deliver, PUBREC--> RECEIVED --PUBREL: PUBCOMP--> NONE
+#                  RECEIVED --PUBLISH again: PUBREC again (a resend, never delivered twice)
+#   app_acks.py:   NONE --PUBLISH QoS 1/2: deliver--> HELD --ack(): PUBACK--> NONE (QoS 1), PUBREC--> RECEIVED
+#                  HELD --PUBLISH again: nothing (a resend); HELD --PUBREL: no row, a protocol error
+#   a PUBREL for an id we do not know gets its PUBCOMP all the same (MQTT 5: 0x92, packet identifier not found)
+#   a new session: every id back to NONE (the server has no flow of ours left)
+# A PUBLISH that reuses an id still in a flow without DUP set is a server reusing an id in flight (mosquitto 2.0
+# past 65535 unacked): handled as the resend it looks like, and counted (Session.reused).
+_IN_NONE = const(0)
+_IN_RECEIVED = const(1)
+_IN_HELD = const(2)
+_IN_QOS0 = const(0)  # events: a PUBLISH, _IN_QOS0 + its QoS
+_IN_QOS1 = const(1)
+_IN_QOS2 = const(2)
+_IN_PUBREL = const(3)
+_IN_ACK_QOS1 = const(4)  # the application's ack() of a held message (app_acks.py)
+_IN_ACK_QOS2 = const(5)
+_IN_DELIVER = const(0)  # actions: deliver, then its ack (none for QoS 0)
+_IN_RESEND = const(1)  # a resend: not delivered again (RECEIVED: PUBREC again)
+_IN_HOLD = const(2)  # deliver; the application acknowledges it (app_acks.py)
+_IN_SEND_ACK = const(3)  # the held message's ack: PUBACK, or PUBREC
+_IN_COMPLETE = const(4)  # PUBCOMP
+# (state << 4 | event) -> (next state << 4 | action); app_acks.py's sessions take a new QoS 1/2 message to HELD
+_INBOUND = {
+    # state                 event                next state             action
+    _IN_NONE << 4 |         _IN_QOS0:            _IN_NONE << 4 |        _IN_DELIVER,
+    _IN_NONE << 4 |         _IN_QOS1:            _IN_NONE << 4 |        _IN_DELIVER,
+    _IN_NONE << 4 |         _IN_QOS2:            _IN_RECEIVED << 4 |    _IN_DELIVER,
+    _IN_RECEIVED << 4 |     _IN_QOS1:            _IN_RECEIVED << 4 |    _IN_DELIVER,  # an id of an open QoS 2 flow
+    _IN_RECEIVED << 4 |     _IN_QOS2:            _IN_RECEIVED << 4 |    _IN_RESEND,
+    _IN_HELD << 4 |         _IN_QOS1:            _IN_HELD << 4 |        _IN_RESEND,
+    _IN_HELD << 4 |         _IN_QOS2:            _IN_HELD << 4 |        _IN_RESEND,
+    _IN_HELD << 4 |         _IN_ACK_QOS1:        _IN_NONE << 4 |        _IN_SEND_ACK,
+    _IN_HELD << 4 |         _IN_ACK_QOS2:        _IN_RECEIVED << 4 |    _IN_SEND_ACK,
+    _IN_RECEIVED << 4 |     _IN_PUBREL:          _IN_NONE << 4 |        _IN_COMPLETE,
+    _IN_NONE << 4 |         _IN_PUBREL:          _IN_NONE << 4 |        _IN_COMPLETE,
+}
 # const(0) in a board build without tinymqtt/retry.py, without MQTT 5's props.py, or without handlers.py
 # (tools/deploy/features.py)
 _RETRY = const(1)
@@ -110,6 +153,7 @@ class Session:
     if _HANDLERS:
         _handlers = ()  # [(filter, handler)], once a subscribe names a handler (handlers.py)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
+    _inbound = _INBOUND  # the inbound flows (app_acks.py's sessions: with HELD)
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, receive_maximum=16, max_packet_size=4096, max_inflight=16, out_size=0,
@@ -513,17 +557,27 @@ class Session:
                     self._forget((topics[k][0],))
         self.on_event(t, p, 0)
 
+    def _in_state(self, pid):
+        # The state of an inbound packet id (the table above; app_acks.py adds HELD)
+        return _IN_RECEIVED if pid in self._rx_pid else _IN_NONE
+
     def _on_publish(self, p):
-        # Exactly once for QoS 2: the id stays in _rx_pid from our PUBREC until PUBREL, and a PUBLISH with it is a
-        # resend, never delivered twice (a DUP-0 one: a server reusing an id still in flight, mosquitto 2.0 past
-        # 65535 unacked). A new session empties the table.
+        # A received PUBLISH, as the inbound table says: exactly once for QoS 2, as the id stays in _rx_pid from
+        # our PUBREC until PUBREL.
         q = p.qos
         pid = p.pid
-        if q == 2:
-            if pid in self._rx_pid:
-                if not p.dup:
-                    self.reused += 1
-                return self._send(_PUBREC, pid, 0)
+        st = self._in_state(pid)
+        row = self._inbound[st << 4 | q]
+        a = row & 15
+        if a == _IN_RESEND:
+            if not p.dup:
+                self.reused += 1
+            if st == _IN_RECEIVED:
+                self._send(_PUBREC, pid, 0)
+            return
+        if a == _IN_HOLD:
+            return self._hold(p)
+        if row >> 4 != st:  # NONE -> RECEIVED: the id is in the table from before delivery
             self._rx_add(pid)
         self._deliver(p)
         if q:
@@ -533,8 +587,7 @@ class Session:
                 self._pay(pid)
 
     def _pay(self, pid):
-        # The ack of a delivered message, now or once `out` has room (QoS 2 ids are in the table from before
-        # delivery; ids are never shared).
+        # The ack of a delivered message, now or once `out` has room: PUBREC while its QoS 2 flow is open.
         self._send(_PUBREC if pid in self._rx_pid else _PUBACK, pid, 0)
 
     def _deliver(self, p):
@@ -563,10 +616,9 @@ class Session:
         has no room."""
         if self.out_size - self.outlen < 8:
             return False
-        rx = self._rx_pid
         code = _MQTT5 and self._not_found  # an unknown PUBREL still gets its PUBCOMP
-        if pid in rx:
-            rx.remove(pid)
+        if self._in_state(pid) == _IN_RECEIVED:  # the table's RECEIVED --PUBREL--> NONE
+            self._rx_pid.remove(pid)
             code = 0
         self._send(_PUBCOMP, pid, code)
         return True
