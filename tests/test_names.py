@@ -47,11 +47,11 @@ def test_one_name_one_meaning_across_the_core():
             assert seen.setdefault(name, (m, v))[1] == v, "%s: %s = %d, %s says %d" % (m, name, v, *seen[name])
 
 
-def test_the_session_modules_test_no_bit_masks_and_no_bare_states():
+def test_the_codec_and_session_modules_test_no_bit_masks_and_no_bare_states():
     mask = re.compile(r"0x[0-9A-Fa-f]+ >> \w+ & \d")
     bare = re.compile(r"\b(state|st|ev|t)\s*[=!<>]=\s*\d|\bstate\[[^]]*\]\s*[=!]=\s*\d|_io\(-|wait_for\(-|_result\(-")
-    for m in ("inflight.py", "session.py", "session5.py", "retry.py", "app_acks.py", "driver.py", "client.py",
-              "aio.py"):
+    for m in ("packets.py", "inflight.py", "session.py", "session5.py", "retry.py", "app_acks.py", "driver.py",
+              "client.py", "aio.py"):
         with open(os.path.join(LIB, m), encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 code = line.split("#")[0]

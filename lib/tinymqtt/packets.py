@@ -36,9 +36,6 @@ _V5 = const(5)
 # packet types that every module's const() copies are checked against (tests/test_names.py).
 NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
          "PINGREQ PINGRESP DISCONNECT AUTH")
-# The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (bits 7, 9
-# and 11, one above each type), 0000 for the others: _FLAGS2 >> t & 2.
-_FLAGS2 = const(0xA80)
 # The largest packet the protocol can express, a 4-byte Remaining Length of 2**28 - 1: frame()'s default limit
 # (packets.MAX_PACKET for tools and tests once cli_codec.py is imported).
 _MAX_PACKET = const(268435460)
@@ -103,6 +100,11 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
+def _flags(t):
+    # The fixed header flags of every packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE, else 0000.
+    return 2 if t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE else 0
+
+
 def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
     header is incomplete. Refuses a packet over max_packet_size (0x95) before anyone allocates or reads its body."""
@@ -132,7 +134,7 @@ def read_packet(mv, pos, end, p, version):
     RemoteProtocolError."""
     t = p.type
     f = mv[pos] & 15
-    g = _FLAGS2 >> t & 2
+    g = _flags(t)
     if version == _V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= g and 6
     if not t or f != g:
@@ -141,7 +143,7 @@ def read_packet(mv, pos, end, p, version):
     i = pos + 2
     while mv[i - 1] >> 7:  # past the Remaining Length, which frame() checked
         i += 1
-    if 0xFFC >> t & 1:  # types 2-11, two bytes: CONNACK's flags and return code (v5: reason code), else a packet id
+    if _CONNACK <= t <= _UNSUBACK:  # two bytes: CONNACK's flags and return code (v5: reason code), else a packet id
         if i + 2 > end:
             raise RemoteProtocolError(0x81, "packet ends inside CONNACK's flags and return code, or the packet "
                                             "identifier")
@@ -186,7 +188,7 @@ def read_publish(mv, pos, end, p, version):
     str out), so a steady stream of messages builds no str."""
     f = mv[pos] & 15
     q = f >> 1 & 3
-    if 0xC3C0 >> f & 1:  # QoS 3 (flags 6, 7, 14, 15), or DUP on QoS 0 (8, 9)
+    if q == 3 or (f > 7 and not q):  # QoS 3, or DUP (bit 3 of the flags) on QoS 0
         raise RemoteProtocolError(0x81, "PUBLISH with QoS 3, or DUP on QoS 0")
     i = pos + 2
     while mv[i - 1] >> 7:  # past the Remaining Length, which frame() checked
@@ -294,8 +296,8 @@ def encode(buf, p, version=_V5, off=0):
         v5()  # (raises: this build has no MQTT 5)
     if t == _PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    # refused: a type outside 1-15, CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11), AUTH below MQTT 5
-    if not 0 < t < 16 or 0xA04 >> t & 1 or (t == _AUTH and version < _V5):
+    # refused: a type outside 1-15, what only a server sends (CONNACK, SUBACK, UNSUBACK), AUTH below MQTT 5
+    if not 0 < t < 16 or t == _CONNACK or t == _SUBACK or t == _UNSUBACK or (t == _AUTH and version < _V5):
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
     # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
@@ -343,4 +345,4 @@ def encode(buf, p, version=_V5, off=0):
         if buf is None:
             return 1 + _vbi_len(pos) + pos
         b = buf
-        pos = _header(buf, off, t << 4 | _FLAGS2 >> t & 2, pos)
+        pos = _header(buf, off, t << 4 | _flags(t), pos)
