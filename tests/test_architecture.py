@@ -10,7 +10,8 @@ import threading
 import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-for _d in (os.path.join(_HERE, ".."), os.path.join(_HERE, "..", "lib"), os.path.join(_HERE, "..", "ports", "linux")):
+for _d in (os.path.join(_HERE, ".."), os.path.join(_HERE, "..", "lib"), os.path.join(_HERE, "..", "ports", "linux"),
+           os.path.join(_HERE, "..", "host")):
     _d = os.path.normpath(_d)
     if _d not in sys.path:
         sys.path.insert(0, _d)

@@ -40,8 +40,7 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
     assert text("esp32", "full", "driver.py") == {"_MQTT5": "1", "_APP_ACKS": "1"}
     assert text("esp32", "full", "errors.py") == {"_REASONS": "0"}  # short_errors: reasons.py stays off the board
     assert text("linux", "full", "errors.py") == {"_REASONS": "1"}
-    assert text("linux", "full", "packets.py")["_HOST"] == "0"  # cli_codec.py never goes to a board
-    assert features.off(boards.profiles()["full"].lib + ["tinymqtt/cli_codec.py"]) == []
+    assert features.off(boards.profiles()["full"].lib) == []  # every optional module is in lib/, none is host-only
     # the flow table's check of our own moves is on in the sources and off on every board
     assert text("linux", "full", "inflight.py")["_FLOW_CHECKS"] == "0"
     with open(os.path.join(LIB, "inflight.py"), encoding="utf-8") as f:

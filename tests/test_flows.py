@@ -5,8 +5,8 @@ import pytest
 
 import tinymqtt.inflight as fl
 from tinymqtt.inflight import Inflight, LOST
-import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
-from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLISH
+from tinymqtt.packets import Packet, encode_publish, read_publish, PUBLISH
+from tinymqtt_cli.server_codec import decode  # the server half: any packet into a new Packet
 from tinymqtt.retry import resend_late
 
 FREE, QUEUED, CONTROL = fl._FREE, fl._QUEUED, fl._CONTROL

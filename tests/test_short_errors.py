@@ -17,7 +17,7 @@ from tools.deploy.__main__ import main as deploy_main
 REPO = boards.REPO
 LIB = os.path.join(REPO, "lib", "tinymqtt")
 MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")
-MODULES = sorted(f[:-3] for f in os.listdir(LIB) if f.endswith(".py") and not f.startswith("cli"))
+MODULES = sorted(f[:-3] for f in os.listdir(LIB) if f.endswith(".py"))
 
 
 @pytest.mark.parametrize("mod", MODULES)

@@ -13,7 +13,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PATH = os.path.join(REPO, "boards.toml")
 ARCHES = ("x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa", "xtensawin",
           "rv32imc", "rv64imc")
-HOST_ONLY = ("tinymqtt/cli.py", "tinymqtt/__main__.py")  # the library files a board never gets (and cli_*.py)
 
 
 class BoardError(ValueError):
@@ -146,8 +145,6 @@ class Profile:
 
 def _check_lib(path, name, lib, repo):
     for m in lib:
-        if m in HOST_ONLY or m.startswith("tinymqtt/cli_"):
-            _fail(path, name, "lib", "%s is host-only (the CLI): a board never gets it" % m)
         if not m.endswith(".py") or not os.path.isfile(os.path.join(repo, "lib", m)):
             _fail(path, name, "lib", "lib/%s does not exist" % m)
 

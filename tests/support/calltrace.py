@@ -25,10 +25,7 @@ def trace(fn, *args, **kwargs):
     def prof(frame, event, arg):
         if event == "call":
             path = os.path.normpath(frame.f_code.co_filename)
-            # (not the host-only cli_codec.py, whose import wraps packets.encode until it leaves lib/: its wrapper
-            # is not the library's path)
-            mine = (any(r in path for r in _ROOTS) and frame.f_code.co_name != "<lambda>"
-                    and not os.path.basename(path).startswith(("cli_", "cli.")))
+            mine = any(r in path for r in _ROOTS) and frame.f_code.co_name != "<lambda>"
             if mine:
                 depth[0] += 1
                 calls.append((depth[0], _name(frame)))

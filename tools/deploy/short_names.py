@@ -40,13 +40,12 @@ class NameClash(ValueError):
 
 
 def library_sources():
-    """{module file name: source} of the library modules a board may load (the CLI's stay on the desktop)."""
+    """{module file name: source} of the library modules a board may load (every one in lib/tinymqtt)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(LIB, "*.py"))):
         name = os.path.basename(path)
-        if not (name.startswith("cli_") or name in ("cli.py", "__main__.py")):
-            with open(path, encoding="utf-8") as f:
-                out[name] = f.read()
+        with open(path, encoding="utf-8") as f:
+            out[name] = f.read()
     return out
 
 

@@ -79,7 +79,7 @@ _TABLE = {}
 def table():
     """[(number, module, line, text)]: every library message that names no packet, numbered from 1 in ORDER."""
     if not _TABLE:
-        names = [f[:-3] for f in os.listdir(LIB) if f.endswith(".py") and not f.startswith(("cli", "__"))]
+        names = [f[:-3] for f in os.listdir(LIB) if f.endswith(".py") and not f.startswith("__")]
         names = [m for m in ORDER if m in names] + sorted(m for m in names if m not in ORDER)
         rows = []
         for mod in names:
