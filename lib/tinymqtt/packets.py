@@ -52,8 +52,8 @@ else:  # a board build whose file set lacks props.py (profile mqtt311)
 
 
 def __getattr__(name):
-    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
-    # global for each (this module's code uses the private constants above, which MicroPython inlines); and
+    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5 as public names, made on use from NAMES
+    # (this module's code uses the private const() copies above); and
     # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone). (A build
     # without MQTT 5 refuses sub_options: v5() raises 0x84.)
     if name == "sub_options":
