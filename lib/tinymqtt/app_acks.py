@@ -125,5 +125,6 @@ def extended(base):
     """The class of base (Session or Session5) with AppAcks: built once, then reused."""
     c = _made.get(base)
     if not c:
-        c = _made[base] = type(base.__name__, (AppAcks, base), {"_base": base, "_inbound": _with_held(base._inbound)})
+        c = _made[base] = type(base.__name__, (AppAcks, base), {"_base": base})
+        c._inbound = _with_held(base._inbound)
     return c
