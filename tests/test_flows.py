@@ -30,7 +30,7 @@ def _flight(qos, resend=False):
     i = f.add(b"t", b"x", qos, 0, None)
     f.step(i, fl._WRITE_QOS0 + qos, 100)
     if resend:
-        f.step(i, fl._TIMER_DUE, 0)
+        f.step(i, fl._SEND_AGAIN, 0)
     return f, i, f.pid[i]
 
 

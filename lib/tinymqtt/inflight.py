@@ -50,10 +50,9 @@ _GOT_PUBREC = const(7)
 _GOT_REFUSAL = const(8)  # a PUBREC with a reason code >= 0x80: the server refused the message
 _GOT_PUBCOMP = const(9)
 _GOT_SUBACK = const(10)  # a SUBACK or UNSUBACK
-_TIMER_DUE = const(11)  # the 3.x retry timer: on the wire for retry_ms
-_RESUME = const(12)  # a new connection, the server kept the session
-_SESSION_GONE = const(13)  # a new connection, the server has no session of ours
-_REPUBLISH = const(14)  # the same, with republish_lost
+_SEND_AGAIN = const(11)  # a new connection, the server kept the session (or, for a flow on the wire, the 3.x timer)
+_SESSION_GONE = const(12)  # a new connection, the server has no session of ours
+_REPUBLISH = const(13)  # the same, with republish_lost
 
 # The actions: what the session does after the move.
 _NO_ACTION = const(0)
@@ -104,14 +103,11 @@ _FLOWS = {
     _WAIT_PUBCOMP << 4 |    _GOT_PUBCOMP:          _FREE << 4 |            _ENDED,
     _RESEND_PUBREL << 4 |   _GOT_PUBCOMP:          _FREE << 4 |            _ENDED,
     _CONTROL << 4 |         _GOT_SUBACK:           _FREE << 4 |            _ENDED,
-    # resends: the 3.x timer, and a new connection that keeps the session
-    _WAIT_PUBACK << 4 |     _TIMER_DUE:            _RESEND_QOS1 << 4 |     _NO_ACTION,
-    _WAIT_PUBREC << 4 |     _TIMER_DUE:            _RESEND_QOS2 << 4 |     _NO_ACTION,
-    _WAIT_PUBCOMP << 4 |    _TIMER_DUE:            _RESEND_PUBREL << 4 |   _NO_ACTION,
-    _WAIT_PUBACK << 4 |     _RESUME:               _RESEND_QOS1 << 4 |     _NO_ACTION,
-    _WAIT_PUBREC << 4 |     _RESUME:               _RESEND_QOS2 << 4 |     _NO_ACTION,
-    _WAIT_PUBCOMP << 4 |    _RESUME:               _RESEND_PUBREL << 4 |   _NO_ACTION,
-    _CONTROL << 4 |         _RESUME:               _FREE << 4 |            _ASK_AGAIN,
+    # resends: a new connection that keeps the session, and the 3.x timer (retry.py: the WAIT_ states alone)
+    _WAIT_PUBACK << 4 |     _SEND_AGAIN:           _RESEND_QOS1 << 4 |     _NO_ACTION,
+    _WAIT_PUBREC << 4 |     _SEND_AGAIN:           _RESEND_QOS2 << 4 |     _NO_ACTION,
+    _WAIT_PUBCOMP << 4 |    _SEND_AGAIN:           _RESEND_PUBREL << 4 |   _NO_ACTION,
+    _CONTROL << 4 |         _SEND_AGAIN:           _FREE << 4 |            _ASK_AGAIN,
     # a new connection without the session (QUEUED, never sent, stays for the new one)
     _WAIT_PUBACK << 4 |     _SESSION_GONE:         _FREE << 4 |            _TELL_LOST,
     _WAIT_PUBREC << 4 |     _SESSION_GONE:         _FREE << 4 |            _TELL_LOST,
@@ -132,7 +128,7 @@ if _FLOW_CHECKS:  # names for the check's message
     _STATE_NAMES = ("FREE QUEUED RESEND_QOS1 RESEND_QOS2 RESEND_PUBREL WAIT_PUBACK WAIT_PUBREC WAIT_PUBCOMP "
                     "CONTROL")
     _EVENT_NAMES = ("QUEUE LEND WRITE_QOS0 WRITE_QOS1 WRITE_QOS2 WRITE_PUBREL GOT_PUBACK GOT_PUBREC GOT_REFUSAL "
-                    "GOT_PUBCOMP GOT_SUBACK TIMER_DUE RESUME SESSION_GONE REPUBLISH")
+                    "GOT_PUBCOMP GOT_SUBACK SEND_AGAIN SESSION_GONE REPUBLISH")
 
 
 def ticks_diff(a, b):
@@ -272,7 +268,7 @@ class Inflight:
         on_event(ev, value, 0) of each flow that ended with the old session; returns the SUBSCRIBE and
         UNSUBSCRIBE requests left unanswered, as (type, filters, props) (their slots are free now: the session
         asks again). A state without a row for the event (QUEUED, or already queued again) stays as it is."""
-        event = _RESUME if session_present else _REPUBLISH if republish_lost else _SESSION_GONE
+        event = _SEND_AGAIN if session_present else _REPUBLISH if republish_lost else _SESSION_GONE
         ids = []
         for i in self._requeue():  # (the queue is rebuilt again below, once the states are new)
             row = _FLOWS.get(self.state[i] << 4 | event)

@@ -90,11 +90,6 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
-def _flags(t):
-    # The fixed header flags of every packet type but PUBLISH: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE, else 0000.
-    return 2 if t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE else 0
-
-
 def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
     header is incomplete. Refuses a packet over max_packet_size (0x95) before anyone allocates or reads its body."""
@@ -124,7 +119,7 @@ def read_packet(mv, pos, end, p, version):
     RemoteProtocolError."""
     t = p.type
     f = mv[pos] & 15
-    g = _flags(t)
+    g = (t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE) << 1  # the fixed header flags: 0010, else 0000
     if version == _V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= g and 6
     if not t or f != g:
@@ -335,4 +330,5 @@ def encode(buf, p, version=_V5, off=0):
         if buf is None:
             return 1 + _vbi_len(pos) + pos
         b = buf
-        pos = _header(buf, off, t << 4 | _flags(t), pos)
+        # the fixed header flags: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE, 0000 for the others
+        pos = _header(buf, off, t << 4 | (t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE) << 1, pos)

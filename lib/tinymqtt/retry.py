@@ -6,11 +6,11 @@ from tinymqtt.inflight import const, ticks_diff
 
 _WAIT_PUBACK = const(5)  # tinymqtt.inflight's states and events
 _WAIT_PUBCOMP = const(7)
-_TIMER_DUE = const(11)
+_SEND_AGAIN = const(11)
 
 
 def resend_late(f, now, ms, wait):
-    """Queues again (inflight.py's event TIMER_DUE) the flows of Inflight f that wait for an ack since ms ago.
+    """Queues again (inflight.py's event SEND_AGAIN) the flows of Inflight f that wait for an ack since ms ago.
     Returns the ms until the next one is due, at most wait."""
     due = False
     for i in range(f.size):
@@ -19,7 +19,7 @@ def resend_late(f, now, ms, wait):
             if left > 0:
                 wait = min(wait, left)
             else:
-                f.step(i, _TIMER_DUE, 0)
+                f.step(i, _SEND_AGAIN, 0)
                 due = True
     if due:  # (only when a flow is resent, not at every tick: rebuilding the queue allocates)
         f._requeue()
