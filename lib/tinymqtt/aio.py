@@ -17,7 +17,7 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 # What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
 # awaiting it allocates nothing and cannot fail. (CPython: None)
 _YIELD = getattr(asyncio, "SingletonGenerator", None)
-_PUBLISH = const(3)  # the session's event for a received message (tinymqtt.packets' packet type)
+_PUBLISH = const(3)  # the session's event for a received message (a packet type: tinymqtt.wire's NAMES)
 # What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
 _UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every slot was taken)
 _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())

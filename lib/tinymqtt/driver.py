@@ -17,7 +17,7 @@ from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, L
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
 
-# session events (tinymqtt.packets' packet types, and session.LOST) and Session.state: copies that
+# session events (packet types, named by tinymqtt.wire's NAMES, and session.LOST) and Session.state: copies that
 # tests/test_names.py checks against their sources
 _CONNACK = const(2)
 _PUBLISH = const(3)

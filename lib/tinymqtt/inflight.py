@@ -65,7 +65,7 @@ _ASK_AGAIN = const(5)  # an unanswered SUBSCRIBE or UNSUBSCRIBE: the session ask
 _NOT_IN_FLIGHT = const(6)  # no message of ours has this packet id (the session counts it)
 _NOT_EXPECTED = const(7)  # the flow has no row for this ack: the server broke the protocol
 
-# packet types (tinymqtt.packets names them)
+# packet types (tinymqtt.wire's NAMES names them)
 _PUBLISH = const(3)
 _PUBCOMP = const(7)
 

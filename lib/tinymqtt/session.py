@@ -22,7 +22,7 @@ from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: t
 from tinymqtt.topic import validate_name, validate_filter
 from tinymqtt.wire import _vbi_len
 
-# Packet types (tinymqtt.packets names them), and the outbound flows' states, events and actions (tinymqtt.inflight
+# Packet types (tinymqtt.wire's NAMES), and the outbound flows' states, events and actions (tinymqtt.inflight
 # has their table): copies, which tests/test_names.py checks against their one source.
 _V31 = const(3)
 _V311 = const(4)

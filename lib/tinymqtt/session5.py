@@ -8,7 +8,7 @@ from tinymqtt.packets import read_publish as _read_message  # (props has a read_
 from tinymqtt.session import Session, const
 from tinymqtt.aliases import TopicAliases
 
-# MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
+# MQTT 5's level and the packet types used here (tinymqtt.wire's NAMES), then the property identifiers
 # (tinymqtt.props names them all): copies that tests/test_names.py checks against their sources.
 _V5 = const(5)
 _DISCONNECTED = const(0)  # (Session's states)
