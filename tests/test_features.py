@@ -41,6 +41,10 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
     assert text("esp32", "mqtt311", "reasons.py") == {"_MQTT5": "0"}  # (the names of MQTT 5's own codes stay off)
     assert text("esp32", "full", "reasons.py") == {"_MQTT5": "1"}
     assert features.off(boards.profiles()["full"].lib) == []  # every optional module is in lib/, none is host-only
+    # the flow table's check of our own moves is on in the sources and off on every board
+    assert text("linux", "full", "inflight.py")["_FLOW_CHECKS"] == "0"
+    with open(os.path.join(LIB, "inflight.py"), encoding="utf-8") as f:
+        assert flags(f.read())["_FLOW_CHECKS"] == "1"
 
 
 @pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")

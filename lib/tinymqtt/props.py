@@ -78,7 +78,7 @@ _MAX_VBI = const(268435455)
 
 def __getattr__(name):
     # The public names: WILL (0, the Will's property set), then P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2
-    # in identifier order (TABLE's keys). One text read on use, not 28 globals on a board's heap.
+    # in identifier order (TABLE's keys), each made on use.
     n = (" WILL PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
          " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
          " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"

@@ -5,9 +5,9 @@
 # Reader that walks variable layouts are props.py's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const  # (const: micropython's; int on CPython)
 
-# The packet types' names, for messages (NAMES.split()[t]): here, below both packets.py and props.py, which name
-# packets in their errors (props.py never imports packets.py). One str costs less .mpy and board heap than a list
-# of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
+# The packet types' names, by number, for messages (NAMES.split()[t]): here, below both packets.py and props.py,
+# which name packets in their errors (props.py never imports packets.py). The one source of the packet types that
+# every module's const() copies are checked against (tests/test_names.py).
 NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
          "PINGREQ PINGRESP DISCONNECT AUTH")
 

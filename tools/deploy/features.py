@@ -14,6 +14,10 @@ FLAGS = {
     "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
 }
 
+# Off in every board build, whatever its files: checks of our own invariants (every outbound flow's move has its
+# row in tinymqtt/inflight.py's table), which the sources, CPython and the tests keep on.
+BOARD_OFF = ["_FLOW_CHECKS"]
+
 
 def off(lib):
     """The flags a build whose library files are lib (paths under lib/) turns off."""
@@ -21,7 +25,7 @@ def off(lib):
 
 
 def specialize(text, lib):
-    """text with `FLAG = const(1)` written `const(0)` for each flag the file set lib turns off."""
-    for flag in off(lib):
+    """text with `FLAG = const(1)` written `const(0)` for each flag the file set lib turns off, and BOARD_OFF's."""
+    for flag in off(lib) + BOARD_OFF:
         text = re.sub(r"^%s = const\(1\)" % flag, "%s = const(0)" % flag, text, flags=re.M)
     return text

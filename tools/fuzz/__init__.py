@@ -83,10 +83,10 @@ def _check_out(s, decode, frame):
 
 
 def _invariants(s):
-    from tinymqtt.inflight import _SENT as SENT, _RELQ as RELQ  # (const() names: importable on CPython)
+    from tinymqtt.inflight import _FIRST_ON_WIRE, _LAST_ON_WIRE  # (const() names: CPython keeps them)
     f = s.flights
     used = sum(1 for i in range(f.size) if f.state[i])
-    wire = sum(1 for i in range(f.size) if SENT <= f.state[i] <= RELQ)
+    wire = sum(1 for i in range(f.size) if _FIRST_ON_WIRE <= f.state[i] <= _LAST_ON_WIRE)
     assert used == f.count and 0 <= f.count <= f.size, (used, f.count)
     assert wire == f.unacked, (wire, f.unacked)
     assert 0 <= s.inlen <= len(s.inbuf) and 0 <= s.outlen <= len(s.out)
