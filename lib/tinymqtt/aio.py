@@ -134,7 +134,11 @@ class AsyncClient(Driver):
         (publish_nowait() gives its packet id). No coroutine of its own (each would cost heap on MicroPython):
         QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
         yield, no coroutine: await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
-        around it)."""
+        around it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
+        awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection)."""
+        if self._closed or (qos and wait and not self._tasks):
+            raise ConnectionLost(0x80, "not connected: %s" % ("the client was closed (disconnect() or close())"
+                                                              if self._closed else "call connect() first"))
         pid = self.session.publish(topic, payload, qos, retain, props)
         if pid < 0:  # every in-flight slot is taken
             return self._result(-1, (topic, payload, qos, retain, props, wait))

@@ -55,7 +55,7 @@ class Session5(Session):
         # The server's limits from CONNACK properties, with the spec's defaults when absent.
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self._most = min(len(self.out), m)  # (Session's: the largest packet we may send)
+        self._most = min(self._out_max or len(self.out), m)  # (Session's: the largest packet we may send)
         # What the server lacks, in one attribute (each costs the session's dict a slot): bits 0-3 a feature each
         # (retained messages, wildcard subscriptions, subscription identifiers, shared subscriptions), bits 4-5
         # how far its Maximum QoS is below 2.
@@ -78,7 +78,7 @@ class Session5(Session):
             pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
         if self.receive_maximum != 65535:
             pr[_RECEIVE_MAXIMUM] = self.receive_maximum
-        pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
+        pr[_MAXIMUM_PACKET_SIZE] = self._in_max or len(self.inbuf)
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         # The first connection starts as asked; later ones resume whatever session the server kept. (Session's
@@ -173,14 +173,7 @@ class Session5(Session):
         props.setdefault(_AUTHENTICATION_METHOD, method)
         self._send(Packet(_AUTH, reason=reason, props=props), 0, 0)
 
-    # ------------------------------------------------------------ publish and subscribe
-
-    def publish(self, topic, payload, qos=0, retain=False, props=None):
-        if retain and self._lacks & 1:
-            raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        if qos > 2 - (self._lacks >> 4):
-            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, 2 - (self._lacks >> 4)))
-        return Session.publish(self, topic, payload, qos, retain, props)
+    # ------------------------------------------------------------ publish (its arguments and the server's limits: checks.py)
 
     def _pub(self, t, pl, q, retain, dup, pid, pr, room):
         # Session's, with a Topic Alias property when aliases are granted, the message is new (a resend carries its
@@ -203,20 +196,3 @@ class Session5(Session):
         self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, a, self.outlen)
         self._last_sent = self._now
         return 0
-
-    def subscribe(self, topics, props=None, handler=None):
-        lacks = self._lacks
-        for f, o in topics:
-            if isinstance(f, str) and f.startswith("$share/"):  # a shared subscription (4.8.2): $share/{ShareName}/{filter}
-                i = f.find("/", 7)
-                if i < 8 or "+" in f[7:i] or "#" in f[7:i] or i + 1 == len(f):
-                    raise LocalProtocolError(0x8F, "invalid shared subscription %s: $share/ needs a share name "
-                                                   "without wildcards, then a filter" % repr(f)[:24])
-                if lacks & 8:
-                    raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-            if lacks & 2 and ("+" in f or "#" in f):
-                raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and lacks & 4:
-            raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
-        return Session.subscribe(self, topics, props, handler)
-

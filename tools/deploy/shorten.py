@@ -15,7 +15,7 @@ import sys
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lib", "tinymqtt")
 # The order the modules' messages are numbered in: the core every board loads first (its numbers take one byte),
 # MQTT 5 last; a module not named here comes after these, by name.
-ORDER = ("errors", "wire", "topic", "packets", "inflight", "retry", "session", "driver", "client", "app_acks", "aio",
+ORDER = ("errors", "wire", "topic", "checks", "packets", "inflight", "retry", "session", "driver", "client", "app_acks", "aio",
          "session5", "aliases", "props")
 
 PACKETS = re.compile(r"\b(CONNECT|CONNACK|PUBLISH|PUBACK|PUBREC|PUBREL|PUBCOMP|SUBSCRIBE|SUBACK|UNSUBSCRIBE|UNSUBACK|"
