@@ -422,9 +422,10 @@ class Session:
             i += 1
         if q and end - i >= 2:
             i += 2 + (buf[i] << 8 | buf[i + 1])  # past the topic: the packet id
+        e = RemoteProtocolError(0x95, "a %d-byte %s exceeds our Maximum Packet Size %d (the max_packet_size option)"
+                                % (total, NAMES.split()[first >> 4], len(buf)))
         if first >> 4 != _PUBLISH or q == 3 or i + 2 - pos > len(buf):
-            raise RemoteProtocolError(0x95, "a %d-byte %s (QoS %d) exceeds our Maximum Packet Size %d "
-                                            "(max_packet_size)" % (total, NAMES.split()[first >> 4], q, len(buf)))
+            raise e
         if q and end - i < 2:
             return False
         pid = q and buf[i] << 8 | buf[i + 1]
@@ -435,9 +436,7 @@ class Session:
             if q == 2:
                 self._rx_add(pid)
             self._send(_PUBREC if q == 2 else _PUBACK, pid, 0)
-        self.on_event(OVERSIZE, RemoteProtocolError(0x95, "a %d-byte message (QoS %d) exceeds our Maximum Packet Size "
-                                                          "%d (max_packet_size): skipped unread" % (total, q, len(buf))),
-                      0x95)
+        self.on_event(OVERSIZE, e, 0x95)
 
     def _packet(self, buf, pos, total, pid, reason):
         # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)

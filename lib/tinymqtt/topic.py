@@ -18,15 +18,15 @@ def validate_name(topic, filt=False, arg="topic"):
     try:  # UTF-8 takes at most 4 bytes per character: encode (which allocates) only when that may exceed 65535
         big = len(topic) >> 14 and len(topic.encode()) >> 16
     except ValueError:  # CPython: a lone surrogate (UnicodeError)
-        raise LocalProtocolError(code, "%s %s is not valid UTF-8 (a lone surrogate)" % (arg, repr(topic)[:24]))
-    if big:
-        raise LocalProtocolError(code, "%s is over 65535 bytes of UTF-8" % arg)
+        big = None
+    if big or big is None:
+        raise LocalProtocolError(code, "%s %s" % (arg, "is over 65535 bytes of UTF-8" if big else
+                                                  "%s has a lone surrogate: it is not UTF-8" % repr(topic)[:24]))
     if filt:
         levels = topic.split("/")
-        if topic.count("+") != levels.count("+"):
-            raise LocalProtocolError(code, "%s %s: '+' must fill a whole level" % (arg, repr(topic)[:24]))
-        if topic.count("#") != (levels[-1] == "#"):
-            raise LocalProtocolError(code, "%s %s: '#' must be the whole last level" % (arg, repr(topic)[:24]))
+        if topic.count("+") != levels.count("+") or topic.count("#") != (levels[-1] == "#"):
+            raise LocalProtocolError(code, "%s %s has a misplaced wildcard: '+' must fill a whole level, '#' the "
+                                           "whole last level" % (arg, repr(topic)[:24]))
     elif "+" in topic or "#" in topic:
         raise LocalProtocolError(code, "%s %s has a wildcard ('+' or '#'), which only a subscription's filter may "
                                        "have" % (arg, repr(topic)[:24]))
