@@ -41,7 +41,8 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
     assert text("esp32", "full", "errors.py") == {"_REASONS": "0"}  # short_errors: reasons.py stays off the board
     assert text("linux", "full", "errors.py") == {"_REASONS": "1"}
     assert text("linux", "full", "packets.py")["_HOST"] == "0"  # cli_codec.py never goes to a board
-    assert features.off(boards.profiles()["full"].lib + ["tinymqtt/cli_codec.py"]) == []
+    assert features.off(boards.profiles()["full"].lib + ["tinymqtt/cli_codec.py", "tinymqtt/grow.py"]) == []
+    assert "_GROW" in features.off(boards.profiles()["full"].lib)  # CPython's growing buffers: never on a board
 
 
 @pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")

@@ -14,7 +14,6 @@ _V5 = const(5)
 _CONNECT = const(1)
 _PUBLISH = const(3)
 _SUBSCRIBE = const(8)
-_UNSUBSCRIBE = const(10)
 _BINARY = (bytes, bytearray, memoryview)  # (built once: a tuple written at the call would be built at each)
 
 
@@ -76,39 +75,29 @@ def _filters(s, filters, pairs):
                                  % ("(filter, qos) pairs" if pairs else "filters", filters))
 
 
-def check_subscribe(s, topics, props):
-    """subscribe()'s arguments: topics [(filter, options)] (3.x: options is the QoS), props. Returns the
-    SUBSCRIBE's size in bytes."""
-    _filters(s, topics, True)
+def check_subscribe(s, topics, props, t):
+    """subscribe()'s arguments: topics [(filter, options)] (3.x: options is the QoS) and props; t _UNSUBSCRIBE:
+    unsubscribe()'s, topics [filter]. Returns the packet's size in bytes."""
+    sub = t == _SUBSCRIBE
+    _filters(s, topics, sub)
     v5_ = _MQTT5 and s.version == _V5
-    for f, o in topics:  # 3.x: a QoS; MQTT 5: subscription options whose low bits are the QoS
+    for o in topics if sub else ():  # 3.x: a QoS; MQTT 5: subscription options whose low bits are the QoS
+        o = o[1]
         if not isinstance(o, int) or not 0 <= o <= (255 if v5_ else 2) or o & 3 == 3:
             raise LocalProtocolError(0x9B, "qos must be 0, 1 or 2%s, not %r"
                                      % (" (or sub_options(...))" if v5_ else "", o))
-    _props(s, props, _SUBSCRIBE)
+    _props(s, props, t)
     if v5_:  # shared subscriptions, the options' other bits, the properties, and the server's limits
-        s._check5(props, _SUBSCRIBE, topics, 0)
-    n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), s.version)
-    check_size(s, n, "SUBSCRIBE", "topic")
-    return n
-
-
-def check_unsubscribe(s, filters, props):
-    """unsubscribe()'s arguments: filters [filter], props. Returns the UNSUBSCRIBE's size, as check_subscribe."""
-    _filters(s, filters, False)
-    _props(s, props, _UNSUBSCRIBE)
-    if _MQTT5 and s.version == _V5:
-        s._check5(props, _UNSUBSCRIBE, filters, 0)
-    n = encode(None, Packet(_UNSUBSCRIBE, pid=1, topics=filters, props=props), s.version)
-    check_size(s, n, "UNSUBSCRIBE", "topic")
+        s._check5(props, t, topics, 0)
+    n = encode(None, Packet(t, pid=1, topics=topics, props=props), s.version)
+    check_size(s, n, "SUBSCRIBE" if sub else "UNSUBSCRIBE", "topic")
     return n
 
 
 def check_will(s, w):
     """The will (Session's will option): a Packet(PUBLISH, topic=, payload=, qos=, retain=, props=), or a tuple
     (topic, payload, qos, retain) or (topic, payload, qos, retain, props), as paho's will_set and umqtt's
-    set_last_will take it. Returns it as a Packet; raises when it could never go out in a CONNECT (which would
-    fail at every reconnect)."""
+    set_last_will take it. Returns it as a Packet: refused now, not by a CONNECT failing at every reconnect."""
     if isinstance(w, (tuple, list)) and 4 <= len(w) <= 5:
         w = Packet(_PUBLISH, topic=w[0], payload=w[1], qos=w[2], retain=w[3], props=w[4] if len(w) > 4 else None)
     elif not isinstance(w, Packet):
@@ -119,7 +108,4 @@ def check_will(s, w):
     _props(s, w.props, 0)
     if _MQTT5 and s.version == _V5:
         s._check5(w.props, 0, None, 0)  # (ptype 0: a will's properties)
-    check_size(s, encode(None, Packet(_CONNECT, client_id=s.client_id, clean=1, keepalive=0, will=w,
-                                      username=s.username, password=s.password, props=None), s.version),
-               "CONNECT", "will")
     return w

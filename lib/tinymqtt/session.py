@@ -17,7 +17,7 @@
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
-from tinymqtt.checks import check_publish, check_size, check_subscribe, check_unsubscribe, check_will
+from tinymqtt.checks import check_publish, check_size, check_subscribe, check_will
 from tinymqtt.wire import _vbi_len
 
 # Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
@@ -54,6 +54,7 @@ _CONNECTED = const(2)
 _RETRY = const(1)
 _MQTT5 = const(1)
 _HANDLERS = const(1)
+_GROW = const(1)  # const(0) in every board build: none has grow.py, CPython's growing buffers
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 _MAX_PACKET = const(268435460)  # the largest packet MQTT can express (a Remaining Length of 2**28 - 1)
 _FIRST_SIZE = const(4096)  # the buffers' size when the options leave it to the platform (docs/options.md)
@@ -72,7 +73,7 @@ class Session:
     if _HANDLERS:
         _handlers = ()  # [(filter, handler)], once a subscribe names a handler (handlers.py)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
-    # CPython with the default sizes: the limits the buffers grow to (0: the buffers are fixed, their size the limit)
+    # CPython with the default sizes: the limits the buffers grow to (grow.py; 0: fixed buffers, their size the limit)
     _in_max = _out_max = 0
     _skip = 0  # bytes still to pass unread of a message too large for inbuf (_oversize)
 
@@ -110,7 +111,7 @@ class Session:
         # in buffers that start at 4096 and grow only when a larger packet comes or goes (docs/options.md)
         if not max_packet_size:
             max_packet_size = _FIRST_SIZE
-            if const is int:  # (CPython's const)
+            if _GROW and const is int:  # (CPython's const)
                 self._in_max = _MAX_PACKET
                 if not out_size:
                     self._out_max = _MAX_PACKET
@@ -219,7 +220,8 @@ class Session:
         if not n:
             return 0
         check_size(self, n, "PUBLISH", "payload")
-        self._fit(n)
+        if _GROW and self._out_max:
+            self._fit(n)
         f = self.flights
         i = f.add(t, payload, qos, retain, props)
         if i < 0:
@@ -284,15 +286,11 @@ class Session:
         self._last_sent = self._now
         return 0
 
-    def _fit(self, n):
-        # CPython's growing `out` (docs/options.md): room for an n-byte packet after what it holds, within _out_max
-        # (check_size ensured n is). Fixed buffers (MicroPython, or sizes the options give) never change.
-        need = self.outlen + n
-        if self._out_max and need > self.out_size:
-            b = bytearray(min(max(need, 2 * self.out_size), self._out_max + self.outlen))
-            b[:self.outlen] = self.out[:self.outlen]
-            self.out = b
-            self.out_size = len(b)
+    if _GROW:
+        def _fit(self, n):
+            # CPython's growing `out` (grow.py): room for an n-byte packet after what it holds
+            from tinymqtt.grow import grow_out
+            grow_out(self, n)
 
     def subscribe(self, topics, props=None, handler=None):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
@@ -308,7 +306,9 @@ class Session:
             if not _HANDLERS or not handler:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
                                                "leaves out (profile mqtt311): on_event gets every message")
-        self._fit(check_subscribe(self, topics, props))  # (an invalid one, recorded, would fail at every reconnect)
+        n = check_subscribe(self, topics, props, _SUBSCRIBE)  # (an invalid one, recorded, would fail at every reconnect)
+        if _GROW and self._out_max:
+            self._fit(n)
         offline = self.state != _CONNECTED  # sent once connected (pump)
         for f, o in topics:
             if _HANDLERS and handler:
@@ -322,7 +322,9 @@ class Session:
         return self._request(_SUBSCRIBE, topics, props)
 
     def unsubscribe(self, filters, props=None):
-        self._fit(check_unsubscribe(self, filters, props))
+        n = check_subscribe(self, filters, props, _UNSUBSCRIBE)
+        if _GROW and self._out_max:
+            self._fit(n)
         self._forget(filters)
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
 
@@ -375,9 +377,10 @@ class Session:
                     continue
                 total = frame(buf, end - pos, _MAX_PACKET, pos)
                 if total > len(buf):
-                    if total <= self._in_max:  # CPython: inbuf grows as its bytes come, never by a length alone
+                    if _GROW and total <= self._in_max:  # CPython: inbuf grows as the packet's bytes come (grow.py)
                         if end == len(buf) and not pos:
-                            buf = self._grow_in(min(total, 2 * end))
+                            from tinymqtt.grow import grow_in
+                            buf = grow_in(self, total)
                         break
                     if self._oversize(buf, pos, end, total) is False:
                         break  # (its packet id is still to come)
@@ -401,14 +404,6 @@ class Session:
                         buf[j] = buf[pos + j]
                 self.inlen = k
         return more or (self._owed != 0 and self.state == _CONNECTED)  # (paid at the next call)
-
-    def _grow_in(self, size):
-        # CPython's growing inbuf (docs/options.md), holding what it held
-        b = bytearray(size)
-        b[:self.inlen] = self.inbuf[:self.inlen]
-        self.inbuf = b
-        self._inmv = memoryview(b)
-        return b
 
     def _oversize(self, buf, pos, end, total):
         # A packet larger than inbuf, our Maximum Packet Size: a PUBLISH is acknowledged as its QoS requires (QoS 2:

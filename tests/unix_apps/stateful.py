@@ -2,9 +2,10 @@
 # (config.STEPS), on the blocking client (config.API "blocking") or the asyncio one ("aio"), against mosquitto, with
 # the invariants of tests/test_stateful_api.py: an invalid call raises LocalProtocolError with its reason code at
 # the call and leaves the session as it was; the next valid call works; a broker restart (the test restarts it
-# when this prints RESTART) is survived by reconnecting, once. Prints RESULT {expected: [payload, qos] of each
+# when this prints RESTART, then writes the file restarted<n>) is survived by reconnecting. Prints RESULT {expected: [payload, qos] of each
 # accepted QoS 1/2 message, drops: links lost, failures: what broke an invariant, inflight}.
 import json
+import os
 import time
 
 import config
@@ -24,6 +25,25 @@ def state(s):
     f = s.flights
     return repr((s.state, s.outlen, bytes(s.out[:s.outlen]), s.inlen, f.count, f.queued, f.head, bytes(f.state),
                  list(f.pid), list(f.topic), sorted(s.subs), list(s._resub_todo), sorted(s._rx_pid)))
+
+
+restarts = [0]
+
+
+def exists(name):
+    try:
+        os.stat(name)
+        return True
+    except OSError:
+        return False
+
+
+def restarted(wait):
+    # The test restarts the broker when it reads RESTART, then writes the file restarted<n>: until then, wait()
+    print("RESTART", restarts[0])
+    restarts[0] += 1
+    while not exists("restarted%d" % (restarts[0] - 1)):
+        wait()
 
 
 def payload(size):
@@ -101,7 +121,7 @@ def blocking():
             connected = True
         elif kind == "restart":
             k = len(drops)
-            print("RESTART", k)
+            restarted(lambda: c.loop(0.02) if connected else time.sleep(0.02))
             start = time.ticks_ms()
             while time.ticks_diff(time.ticks_ms(), start) < 10000 and connected and \
                     (len(drops) == k or not c.is_connected()):
@@ -178,7 +198,10 @@ async def aio():
             connected = True
         elif kind == "restart":
             k = len(drops)
-            print("RESTART", k)
+            print("RESTART", restarts[0])
+            restarts[0] += 1
+            while not exists("restarted%d" % (restarts[0] - 1)):
+                await asyncio.sleep(0.02)
             start = time.ticks_ms()
             while time.ticks_diff(time.ticks_ms(), start) < 10000 and connected and \
                     (len(drops) == k or not c.is_connected()):

@@ -14,6 +14,7 @@ FLAGS = {
     "_HOST": "tinymqtt/cli_codec.py",  # the server half of the codec: host tools only, never on a board
     "_RETRY": "tinymqtt/retry.py",  # the MQTT 3.x retry timer (retry_ms)
     "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
+    "_GROW": "tinymqtt/grow.py",  # CPython's growing buffers: never on a board
 }
 
 
