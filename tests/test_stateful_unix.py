@@ -28,7 +28,7 @@ FIGURES = {}
 
 
 @pytest.mark.parametrize("api", ["blocking", "aio"])
-@settings(max_examples=int(os.environ.get("STATEFUL_EXAMPLES", 2)), deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=int(os.environ.get("STATEFUL_EXAMPLES", 3)), deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=list(HealthCheck))  # (no shrinking: each run takes seconds; the failure names its steps)
 @given(version=st.sampled_from([4, 5]), steps=st.lists(STEP, min_size=12, max_size=30))
 def test_public_api_stateful_on_the_unix_port(make_broker, api, version, steps):
