@@ -112,9 +112,13 @@ class Session:
         if not max_packet_size:
             max_packet_size = _FIRST_SIZE
             if _GROW and const is int:  # (CPython's const)
-                self._in_max = _MAX_PACKET
-                if not out_size:
-                    self._out_max = _MAX_PACKET
+                try:  # (a board's file set run on CPython has no grow.py: fixed buffers, as on the board)
+                    import tinymqtt.grow  # noqa: F401
+                    self._in_max = _MAX_PACKET
+                    if not out_size:
+                        self._out_max = _MAX_PACKET
+                except ImportError:
+                    pass
         self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size (_in_max: what it may grow to)
         self.inlen = 0
         self._inmv = memoryview(self.inbuf)
