@@ -1,8 +1,10 @@
 # The outbound flow transitions (inflight.py, every one in one place) and the one PUBLISH reader
 # (packets.read_publish) that decode() and the session's receive path share: pure, no broker.
-from tinymqtt.inflight import Inflight, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL, FREE, LOST
-import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
-from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLISH
+from tinymqtt.inflight import Inflight, LOST  # (and the states, const() names: a board keeps none of them)
+from tinymqtt.inflight import (_QUEUED as QUEUED, _RESEND as RESEND, _SENT as SENT, _RELEASED as RELEASED,
+                               _RELQ as RELQ, _CONTROL as CONTROL, _FREE as FREE)
+from tinymqtt.packets import Packet, encode_publish, read_publish, PUBLISH
+from tinymqtt_cli.server_codec import decode  # the server half: any packet into a new Packet
 from tinymqtt.retry import resend_late
 
 

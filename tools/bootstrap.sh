@@ -48,11 +48,13 @@ if [ "$(cat node_modules/.bootstrap-stamp 2>/dev/null)" != "$want" ]; then
     echo "$want" >node_modules/.bootstrap-stamp
 fi
 
-# 4. This checkout on .venv's path (a .pth file, offline, no build step), so `.venv/bin/python -m tinymqtt`
-#    works after `make test` / `make demo`; users outside the checkout `pip install .` instead (README).
+# 4. This checkout on .venv's path (a .pth file, offline, no build step): the core (lib), the Linux port and the
+#    host packages (host: `.venv/bin/python -m tinymqtt_cli` works after `make test` / `make demo`); users outside
+#    the checkout `pip install .` instead (README).
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 want="$(pwd)/lib
-$(pwd)/ports/linux"
+$(pwd)/ports/linux
+$(pwd)/host"
 if [ "$(cat "$site/tinymqtt-checkout.pth" 2>/dev/null)" != "$want" ]; then
     printf '%s\n' "$want" >"$site/tinymqtt-checkout.pth"
 fi

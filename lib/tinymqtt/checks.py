@@ -39,9 +39,9 @@ def _message(payload, qos, retain, arg):
         raise LocalProtocolError(0x82, "%spayload must be bytes, bytearray, memoryview or str, not %s"
                                  % (arg, type(payload).__name__))
     if not isinstance(qos, int) or not 0 <= qos <= 2:
-        raise LocalProtocolError(0x9B, "%sqos must be 0, 1 or 2, not %r" % (arg, qos))
+        raise LocalProtocolError(0x9B, "%sqos must be a QoS of 0, 1 or 2, not %r" % (arg, qos))
     if not (retain is True or retain is False or retain == 0 or retain == 1):
-        raise LocalProtocolError(0x82, "%sretain must be True or False, not %r" % (arg, retain))
+        raise LocalProtocolError(0x82, "%sretain must be True or False (retained or not), not %r" % (arg, retain))
 
 
 def _props(s, props, ptype):
@@ -54,10 +54,13 @@ def check_size(s, n, what, arg):
     """A packet of n bytes (what: its type's name) we are about to queue: within our send limit, the out_size
     option (on CPython it grows to it: docs/options.md), and within the server's Maximum Packet Size."""
     own = s._out_max or s.out_size
-    if n > s._most:  # (the server's is below ours, or ours is the limit)
-        raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds %s" % (arg, n, what, "out_size %d, the largest packet "
-                                 "this client sends (the out_size option raises it; it defaults to max_packet_size)"
-                                 % own if n > own else "the server's Maximum Packet Size %d" % s._most))
+    if n > own:
+        raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds out_size %d, the largest packet this client sends "
+                                       "(the out_size option raises it; it defaults to max_packet_size)"
+                                 % (arg, n, what, own))
+    if n > s._most:
+        raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds the server's Maximum Packet Size %d"
+                                 % (arg, n, what, s._most))
 
 
 def _filters(s, filters, pairs):
@@ -84,7 +87,7 @@ def check_subscribe(s, topics, props, t):
     for o in topics if sub else ():  # 3.x: a QoS; MQTT 5: subscription options whose low bits are the QoS
         o = o[1]
         if not isinstance(o, int) or not 0 <= o <= (255 if v5_ else 2) or o & 3 == 3:
-            raise LocalProtocolError(0x9B, "qos must be 0, 1 or 2%s, not %r"
+            raise LocalProtocolError(0x9B, "qos must be a QoS of 0, 1 or 2%s, not %r"
                                      % (" (or sub_options(...))" if v5_ else "", o))
     _props(s, props, t)
     if v5_:  # shared subscriptions, the options' other bits, the properties, and the server's limits

@@ -18,8 +18,7 @@ from tinymqtt.packets import Packet, const  # (const: micropython's, or int on C
 #   its packet type, props its properties): FREE on its SUBACK/UNSUBACK or on a new connection.
 # SENT, RELEASED and RELQ are on the wire: what the server's Receive Maximum counts (unacked).
 # A set of states is tested as a bit mask of their numbers (0x18 >> st & 1: SENT or RELEASED): one operation.
-# (this module's code uses them as literals; the names are importable where tools and tests run: a board needs
-# none of them, and each would cost it a global)
+# (const() names: a board keeps none of them as a global; CPython's tests and tools import them as they are)
 _FREE = const(0)
 _QUEUED = const(1)
 _RESEND = const(2)
@@ -27,9 +26,6 @@ _SENT = const(3)
 _RELEASED = const(4)
 _RELQ = const(5)
 _CONTROL = const(6)
-_HOST = const(1)  # const(0) in every board build (tools/deploy/features.py)
-if _HOST:
-    FREE, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL = range(7)
 LOST = const(16)  # event: a message the server never acknowledged, dropped with a session that is gone
 _RETRY = const(1)  # const(0) in a board build without tinymqtt/retry.py, the 3.x timer (tools/deploy/features.py)
 # const(0) in a board build without MQTT 5's props.py (tools/deploy/features.py): only MQTT 5's window, the server's

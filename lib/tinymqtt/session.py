@@ -309,7 +309,7 @@ class Session:
                     handler = 0
             if not _HANDLERS or not handler:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
-                                               "leaves out (profile mqtt311): on_event gets every message")
+                                               "leaves out (profile mqtt311): on_message gets every message")
         n = check_subscribe(self, topics, props, _SUBSCRIBE)  # (an invalid one, recorded, would fail at every reconnect)
         if _GROW and self._out_max:
             self._fit(n)

@@ -19,9 +19,10 @@ def validate_name(topic, filt=False, arg="topic"):
         big = len(topic) >> 14 and len(topic.encode()) >> 16
     except ValueError:  # CPython: a lone surrogate (UnicodeError)
         big = None
-    if big or big is None:
-        raise LocalProtocolError(code, "%s %s" % (arg, "is over 65535 bytes of UTF-8" if big else
-                                                  "%s has a lone surrogate: it is not UTF-8" % repr(topic)[:24]))
+    if big is None:
+        raise LocalProtocolError(code, "%s %s has a lone surrogate: it is not UTF-8" % (arg, repr(topic)[:24]))
+    if big:
+        raise LocalProtocolError(code, "%s is over 65535 bytes of UTF-8" % arg)
     if filt:
         levels = topic.split("/")
         if topic.count("+") != levels.count("+") or topic.count("#") != (levels[-1] == "#"):

@@ -8,10 +8,8 @@ import re
 
 # flag -> the module whose absence turns it off
 FLAGS = {
-    "_MQTT5": "tinymqtt/props.py",  # MQTT 5: session5, props, aliases travel together (boards.toml lazy_bundle)
+    "_MQTT5": "tinymqtt/props.py",  # MQTT 5: session5, props, aliases travel together (boards.toml: full's bundle)
     "_APP_ACKS": "tinymqtt/app_acks.py",  # messages the application acknowledges itself
-    "_REASONS": "tinymqtt/reasons.py",  # reason names in error text (off on short_errors boards)
-    "_HOST": "tinymqtt/cli_codec.py",  # the server half of the codec: host tools only, never on a board
     "_RETRY": "tinymqtt/retry.py",  # the MQTT 3.x retry timer (retry_ms)
     "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
     "_GROW": "tinymqtt/grow.py",  # CPython's growing buffers: never on a board
