@@ -102,7 +102,8 @@ def test_the_documented_call_traces_are_what_runs():
 
 def test_a_publish_is_the_same_calls_in_311_and_5():
     doc = documented()
-    assert doc[("publish", 4)] == doc[("publish", 5)]
+    # the same calls, but for MQTT 5's check of the limits the server's CONNACK announced
+    assert doc[("publish", 4)] == [line for line in doc[("publish", 5)] if "Session5._check5" not in line]
     steps = [line.strip() for line in doc[("publish", 5)]]
     for name in ("client.Client.publish", "session.Session.publish", "inflight.Inflight.add", "inflight.Inflight.step",
                  "packets.encode_publish", "driver.Driver._write", "tinymqtt_port.Transport.write"):

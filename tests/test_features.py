@@ -40,7 +40,9 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
     assert text("esp32", "full", "driver.py") == {"_MQTT5": "1", "_APP_ACKS": "1"}
     assert text("esp32", "mqtt311", "reasons.py") == {"_MQTT5": "0"}  # (the names of MQTT 5's own codes stay off)
     assert text("esp32", "full", "reasons.py") == {"_MQTT5": "1"}
-    assert features.off(boards.profiles()["full"].lib) == []  # every optional module is in lib/, none is host-only
+    # every optional module is in lib/, none is host-only; grow.py (CPython's growing buffers) is on no board
+    assert features.off(boards.profiles()["full"].lib + ["tinymqtt/grow.py"]) == []
+    assert features.off(boards.profiles()["full"].lib) == ["_GROW"]
     # the flow table's check of our own moves is on in the sources and off on every board
     assert text("linux", "full", "inflight.py")["_FLOW_CHECKS"] == "0"
     with open(os.path.join(LIB, "inflight.py"), encoding="utf-8") as f:

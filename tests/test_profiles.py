@@ -141,7 +141,7 @@ def test_mqtt311_refuses_v5_manual_ack_and_handlers_and_loads_no_v5_module_on_mi
     assert no_acks == "LocalProtocolError 132", "manual_ack (app_acks.py, not in mqtt311) is refused with 0x84"
     assert no_direct_acks == "LocalProtocolError 132", "so is a Session asked directly for manual_ack"
     assert no_handlers == "LocalProtocolError 132 {}", "handler= (handlers.py, not in mqtt311): 0x84, nothing subscribed"
-    assert eval(loaded) == ["tinymqtt", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
+    assert eval(loaded) == ["tinymqtt", "tinymqtt.checks", "tinymqtt.client", "tinymqtt.driver", "tinymqtt.errors", "tinymqtt.inflight",
                             "tinymqtt.packets", "tinymqtt.session", "tinymqtt.topic", "tinymqtt.wire"]
 
 
@@ -227,5 +227,7 @@ def test_config_session_holds_mqtt5_options_only_for_a_file_set_with_mqtt5():
         b = boards.get("esp32", profile=profile)
         cfg = deploy_values(b, client_id="x")["SESSION"]
         assert ("topic_alias_maximum" in cfg) == (profile == "full")
-        assert {k: v for k, v in b.session_options().items() if k != "topic_alias_maximum"} == \
+        assert {k: v for k, v in b.session_options().items() if k not in ("topic_alias_maximum", "keepalive")} == \
             {k: v for k, v in cfg.items() if k != "topic_alias_maximum"}
+        # keepalive is the application's choice, config.KEEPALIVE: Client(keepalive=10, **config.SESSION) works
+        assert "keepalive" not in cfg and deploy_values(b, client_id="x")["KEEPALIVE"] == b.keepalive

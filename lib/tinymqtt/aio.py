@@ -10,6 +10,7 @@ except ImportError:  # CPython
     from collections import namedtuple
 
 from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost, const
+from tinymqtt.checks import check_publish
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
 
 
@@ -135,7 +136,12 @@ class AsyncClient(Driver):
         was lost with a session the server no longer has; else returns None once the message is written
         (publish_nowait() gives its packet id). No coroutine of its own: QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
         yield, no coroutine: await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
-        around it)."""
+        around it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
+        awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection)."""
+        if self._closed or (qos and wait and not self._tasks):
+            check_publish(self.session, topic, payload, qos, retain, props)  # (an invalid argument says so first)
+            raise ConnectionLost(0x80, "not connected: %s" % ("the client was closed (disconnect() or close())"
+                                                              if self._closed else "call connect() first"))
         pid = self.session.publish(topic, payload, qos, retain, props)
         if pid < 0:  # every in-flight slot is taken
             return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))

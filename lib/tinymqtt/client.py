@@ -3,6 +3,7 @@
 # link alive, and reconnects with exponential backoff and jitter when the link is lost. It holds no received
 # message: each reaches its handler during loop() (valid during the call) and is acknowledged after it.
 from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError, const
+from tinymqtt.checks import check_publish
 
 _APP_ACKS = const(1)  # const(0) in a board build without tinymqtt/app_acks.py (tools/deploy/features.py)
 _CONNECTED = const(2)  # Session.state
@@ -47,6 +48,8 @@ class Client(Driver):
                 pid = s.publish(topic, payload, qos, retain, props)
                 if pid >= 0:
                     break
+            else:  # no connection will come (wait_for raises ConnectionLost): an invalid argument says so first
+                check_publish(s, topic, payload, qos, retain, props)
             if not self.wait_for(_UNTIL_FREE_SLOT, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)

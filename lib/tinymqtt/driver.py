@@ -24,6 +24,7 @@ _PUBLISH = const(3)
 _PUBCOMP = const(7)
 _AUTH = const(15)
 _LOST = const(16)
+_OVERSIZE = const(17)  # (session.OVERSIZE)
 _CONNECTED = const(2)  # session.state
 # const(0) in a board build without tinymqtt/props.py (MQTT 5), or without app_acks.py (tools/deploy/features.py)
 _MQTT5 = const(1)
@@ -34,29 +35,34 @@ _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDel
 
 
 def new_session(on_event, **options):
-    """A session for options["version"]: 5, the default (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1),
-    extended by app_acks.py when the application acknowledges messages itself: manual_ack=True (every one, by
-    ack()) or None (the asyncio client's: those no handler takes, once taken from its queue); False: none."""
+    """A session for options["version"]: 5 (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1); without
+    one, the highest this build has (5; 4 where MQTT 5 is left out: profile mqtt311). Extended by app_acks.py when
+    the application acknowledges messages itself: manual_ack=True (every one, by ack()) or None (the asyncio
+    client's: those no handler takes, once taken from its queue); False: none."""
     S = Session
     if _MQTT5 or _APP_ACKS:
+        v = options.get("version")
         try:
-            if options.setdefault("version", 5) == 5:
-                if _MQTT5:
-                    from tinymqtt.session5 import Session5 as S
+            if _MQTT5 and (v or 5) == 5:
+                from tinymqtt.session5 import Session5 as S
+                options["version"] = 5
             elif _MQTT5:  # (a full board's config.SESSION names MQTT 5's inbound alias limit for every version)
                 options.pop("topic_alias_maximum", 0)
-            if _APP_ACKS and options.get("manual_ack", 0) != 0:  # the application acknowledges (True; None: aio)
+        except ImportError:  # profile mqtt311's files, frozen or installed by mip: Session refuses 5 with 0x84
+            options.pop("topic_alias_maximum", 0)  # (an MQTT 5 option, which would be a TypeError before that)
+            options["version"] = v or 4
+        if _APP_ACKS and options.get("manual_ack", 0) != 0:  # the application acknowledges (True; None: aio)
+            try:
                 from tinymqtt.app_acks import extended
                 S = extended(S)
-        except ImportError:  # profile mqtt311's files, frozen or installed by mip: Session refuses both with 0x84
-            options.pop("topic_alias_maximum", 0)  # (an MQTT 5 option, which would be a TypeError before that)
-    else:  # a build with neither module (deploy's mqtt311) carries no try: Session refuses 5 and manual_ack (0x84)
-        options.setdefault("version", 5)
+            except ImportError:  # Session refuses manual_ack with 0x84
+                pass
     return S(on_event=on_event, **options)
 
 
 class Driver:
-    """The base of Client and AsyncClient. Session options pass through (see Session); version=5 is the default.
+    """The base of Client and AsyncClient. Session options pass through (see Session); version defaults to the
+    highest this build has (5; profile mqtt311: 4).
     on_message(message): messages no subscribe(handler=...) claimed (blocking client); on_connect(connack);
     on_disconnect(error): every end of a connection (None: our own disconnect()); on_event(event, value,
     reason): every other session event (LOST, acks, AUTH...). on_auth(auth_packet) -> (reason, props) or None:
@@ -71,7 +77,19 @@ class Driver:
     _delay = 0  # the next reconnect backoff, ms (0: backoff_min_ms)
 
     def __init__(self, host="127.0.0.1", port=1883, tls=None, reconnect=True, backoff_min_ms=500,
-                 backoff_max_ms=30000, batch=False, port_impl=None, **options):
+                 backoff_max_ms=30000, batch=False, port_impl=None, on_message=None, on_connect=None,
+                 on_disconnect=None, on_event=None, **options):
+        # (the callbacks as arguments too; set only when given, the class holds the defaults)
+        if on_message:
+            self.on_message = on_message
+        if on_connect:
+            self.on_connect = on_connect
+        if on_disconnect:
+            self.on_disconnect = on_disconnect
+        if on_event:
+            self.on_event = on_event
+        if _MQTT5 and "on_auth" in options:
+            self.on_auth = options.pop("on_auth")
         self.host = host
         self.port = port
         self.tls = tls
@@ -99,6 +117,8 @@ class Driver:
                 self._delay = 0
             if self.on_connect:
                 self.on_connect(value)
+        elif ev == _OVERSIZE:  # a message too large for our receive buffer, skipped: value is the error saying so
+            self.last_error = value
         elif _MQTT5 and ev == _AUTH and self.on_auth:
             answer = self.on_auth(value)
             if answer:

@@ -19,7 +19,7 @@
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, v5, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
-from tinymqtt.topic import validate_name, validate_filter
+from tinymqtt.checks import check_publish, check_size, check_subscribe, check_will
 from tinymqtt.wire import _vbi_len
 
 # Packet types (tinymqtt.wire's NAMES), and the outbound flows' states, events and actions (tinymqtt.inflight
@@ -137,7 +137,13 @@ _INBOUND = {
 _RETRY = const(1)
 _MQTT5 = const(1)
 _HANDLERS = const(1)
+_GROW = const(1)  # const(0) in every board build: none has grow.py, CPython's growing buffers
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
+_MAX_PACKET = const(268435460)  # the largest packet MQTT can express (a Remaining Length of 2**28 - 1)
+_FIRST_SIZE = const(4096)  # the buffers' size when the options leave it to the platform (docs/options.md)
+# on_event's event for a received message larger than our receive buffer, skipped unread (value: the
+# RemoteProtocolError 0x95 that says so, also the driver's last_error)
+OVERSIZE = const(17)
 
 
 class Session:
@@ -154,9 +160,12 @@ class Session:
         _handlers = ()  # [(filter, handler)], once a subscribe names a handler (handlers.py)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
     _inbound = _INBOUND  # the inbound flows (app_acks.py's sessions: with HELD)
+    # CPython with the default sizes: the limits the buffers grow to (grow.py; 0: fixed buffers, their size the limit)
+    _in_max = _out_max = 0
+    _skip = 0  # bytes still to pass unread of a message too large for inbuf (_oversize)
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
-                 password=None, receive_maximum=16, max_packet_size=4096, max_inflight=16, out_size=0,
+                 password=None, receive_maximum=16, max_packet_size=0, max_inflight=16, out_size=0,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000,
                  on_event=None):
         # (props, session_expiry, topic_alias_maximum, send_alias_maximum are Session5's: a 3.x session given one
@@ -183,7 +192,19 @@ class Session:
         self.republish_lost = republish_lost
         self.connect_timeout_ms = connect_timeout_ms
         self.on_event = on_event or (lambda ev, value, reason: None)
-        self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size: nothing larger is ever read
+        # max_packet_size 0 (the default): on MicroPython 4096; on CPython the protocol's largest, as paho takes,
+        # in buffers that start at 4096 and grow only when a larger packet comes or goes (docs/options.md)
+        if not max_packet_size:
+            max_packet_size = _FIRST_SIZE
+            if _GROW and const is int:  # (CPython's const)
+                try:  # (a board's file set run on CPython has no grow.py: fixed buffers, as on the board)
+                    import tinymqtt.grow  # noqa: F401
+                    self._in_max = _MAX_PACKET
+                    if not out_size:
+                        self._out_max = _MAX_PACKET
+                except ImportError:
+                    pass
+        self.inbuf = bytearray(max_packet_size)  # our Maximum Packet Size (_in_max: what it may grow to)
         self.inlen = 0
         self._inmv = memoryview(self.inbuf)
         # Received messages reuse one Packet (valid only while it is being delivered), read in place by
@@ -193,7 +214,8 @@ class Session:
         self.out = bytearray(out_size)
         # out_size: what every room check reads (out_size - outlen); _most: the largest packet we may send
         # (MQTT 5: the server's Maximum Packet Size too)
-        self.out_size = self._most = out_size
+        self.out_size = out_size
+        self._most = self._out_max or out_size
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -209,6 +231,8 @@ class Session:
         self._now = self._last_sent = self._last_recv = self._ping_at = 0
         self.pinging = False  # a PINGREQ awaits its PINGRESP
         self.keepalive_ms = keepalive * 1000
+        if will:  # refused now, not by a CONNECT failing at every reconnect
+            self.will = check_will(self, will)
 
     # ------------------------------------------------------------ connection lifecycle
 
@@ -267,34 +291,26 @@ class Session:
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
-        slot). Breaking a server limit raises, sending nothing."""
-        if _MQTT5 and self.version == _V5:  # what the server's CONNACK said it lacks
-            if retain and not self.retain_available:
-                raise LocalProtocolError(0x9A, "the server does not support retained messages")
-            if qos > self.maximum_qos:
-                raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.maximum_qos))
+        slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py)."""
+        check_publish(self, topic, payload, qos, retain, props)
         t = topic
-        if isinstance(topic, str):  # validated and encoded once, then looked up (the first 64 topics)
+        if isinstance(topic, str):  # encoded once, then looked up (the first 64 topics)
             t = self._topics.get(topic)
             if t is None:
-                validate_name(topic)
                 t = topic.encode()
                 if len(self._topics) < 64:
                     self._topics[topic] = t
-        elif not topic or b"+" in topic or b"#" in topic or b"\x00" in topic:
-            raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
         if isinstance(payload, str):
             payload = payload.encode()
-        if not 0 <= qos <= 2:
-            raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
         # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
         # slot. Anything else is sized only, then queued.
         n = self._pub(t, payload, qos, retain, 0, 0, props,
                       min(self.out_size - self.outlen, self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
-        if n > self._most:
-            raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, self._most))
+        check_size(self, n, "PUBLISH", "payload")
+        if _GROW and self._out_max and self.outlen + n > self.out_size:
+            self._fit(n)
         f = self.flights
         i = f.add(t, payload, qos, retain, props)  # the flow table: QUEUED
         if i < 0:
@@ -373,6 +389,13 @@ class Session:
         self._last_sent = self._now
         return 0
 
+    if _GROW:
+        def _fit(self, n):
+            # CPython's growing `out` (grow.py): room for an n-byte packet after what it holds (called only when
+            # it lacks that room)
+            from tinymqtt.grow import grow_out
+            grow_out(self, n)
+
     def subscribe(self, topics, props=None, handler=None):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
         the messages matching these filters (others go to on_event; a build without handlers.py refuses it, 0x84).
@@ -387,13 +410,9 @@ class Session:
             if not _HANDLERS or not handler:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
                                                "leaves out (profile mqtt311): on_message gets every message")
-        for f, o in topics:
-            validate_filter(f)
-            if (not _MQTT5 or self.version < _V5) and o & ~3:
-                raise LocalProtocolError(0x82, "subscription options other than QoS need MQTT 5")
-        n = encode(None, Packet(_SUBSCRIBE, pid=1, topics=topics, props=props), self.version)  # (only counts)
-        if n > self._most:  # (recorded, it would fail again on every reconnect)
-            raise LocalProtocolError(0x95, "a %d-byte SUBSCRIBE exceeds the maximum packet size %d" % (n, self._most))
+        n = check_subscribe(self, topics, props, _SUBSCRIBE)  # (an invalid one, recorded, would fail at every reconnect)
+        if _GROW and self._out_max and self.outlen + n > self.out_size:
+            self._fit(n)
         offline = self.state != _CONNECTED  # sent once connected (pump)
         for f, o in topics:
             if _HANDLERS and handler:
@@ -407,6 +426,9 @@ class Session:
         return self._request(_SUBSCRIBE, topics, props)
 
     def unsubscribe(self, filters, props=None):
+        n = check_subscribe(self, filters, props, _UNSUBSCRIBE)
+        if _GROW and self._out_max and self.outlen + n > self.out_size:
+            self._fit(n)
         self._forget(filters)
         return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
 
@@ -451,7 +473,22 @@ class Session:
                 if self.out_size - self.outlen < _ROOM:
                     more = True
                     break
-                total = frame(buf, end - pos, len(buf), pos)
+                k = self._skip  # bytes still to pass of a message too large for inbuf (_oversize)
+                if k:
+                    k = min(k, end - pos)
+                    self._skip -= k
+                    pos += k
+                    continue
+                total = frame(buf, end - pos, _MAX_PACKET, pos)
+                if total > len(buf):
+                    if _GROW and total <= self._in_max:  # CPython: inbuf grows as the packet's bytes come (grow.py)
+                        if end == len(buf) and not pos:
+                            from tinymqtt.grow import grow_in
+                            buf = grow_in(self, total)
+                        break
+                    if self._oversize(buf, pos, end, total) is False:
+                        break  # (its packet id is still to come)
+                    continue
                 if not total or pos + total > end:
                     break
                 if self._packet(buf, pos, total):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
@@ -471,6 +508,34 @@ class Session:
                         buf[j] = buf[pos + j]
                 self.inlen = k
         return more or (self._owed != 0 and self.state == _CONNECTED)  # (paid at the next call)
+
+    def _oversize(self, buf, pos, end, total):
+        # A packet larger than inbuf, our Maximum Packet Size: a PUBLISH is acknowledged as its QoS requires (QoS 2:
+        # PUBREC now, PUBCOMP on its PUBREL), reported once (on_event OVERSIZE; the driver's last_error) and its
+        # bytes are passed unread as they come (_skip); every other type ends the connection. False until its
+        # packet id, which follows the topic, is here.
+        first = buf[pos]
+        q = first >> 1 & 3
+        i = pos + 2  # past the fixed header
+        while buf[i - 1] & 0x80:
+            i += 1
+        if q and end - i >= 2:
+            i += 2 + (buf[i] << 8 | buf[i + 1])  # past the topic: the packet id
+        e = RemoteProtocolError(0x95, "a %d-byte %s exceeds our Maximum Packet Size %d (the max_packet_size option)"
+                                % (total, NAMES.split()[first >> 4], len(buf)))
+        if first >> 4 != _PUBLISH or q == 3 or i + 2 - pos > len(buf):
+            raise e
+        if q and end - i < 2:
+            return False
+        pid = q and buf[i] << 8 | buf[i + 1]
+        self._skip = total
+        if q == 2 and self._in_state(pid) == _IN_RECEIVED:  # a resend of one acknowledged and reported before
+            return self._send(_PUBREC, pid, 0)
+        if q:  # (the loop left room) our own ack: app_acks' _pay would wait for an application that never sees it
+            if q == 2:
+                self._rx_add(pid)
+            self._send(_PUBREC if q == 2 else _PUBACK, pid, 0)
+        self.on_event(OVERSIZE, e, 0x95)
 
     def _packet(self, buf, pos, total):
         # One whole packet at buf[pos:pos + total].

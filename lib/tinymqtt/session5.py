@@ -15,6 +15,7 @@ _DISCONNECTED = const(0)  # (Session's states)
 _CONNECTING = const(1)
 _CONNECTED = const(2)
 _PUBLISH = const(3)
+_SUBSCRIBE = const(8)
 _DISCONNECT = const(14)
 _AUTH = const(15)
 _SUBSCRIPTION_IDENTIFIER = const(0x0B)
@@ -55,7 +56,7 @@ class Session5(Session):
         # The server's limits from CONNACK properties, with the spec's defaults when absent.
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
-        self._most = min(len(self.out), m)  # (Session's: the largest packet we may send)
+        self._most = min(self._out_max or len(self.out), m)  # (Session's: the largest packet we may send)
         # What the server supports (MQTT 5 section 3.2.2.3): publish() and subscribe() refuse the rest.
         self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
         self.maximum_qos = pr.get(_MAXIMUM_QOS, 2)
@@ -78,7 +79,7 @@ class Session5(Session):
             pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
         if self.receive_maximum != 65535:
             pr[_RECEIVE_MAXIMUM] = self.receive_maximum
-        pr[_MAXIMUM_PACKET_SIZE] = len(self.inbuf)
+        pr[_MAXIMUM_PACKET_SIZE] = self._in_max or len(self.inbuf)
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         # The first connection starts as asked; later ones resume whatever session the server kept. (Session's
@@ -165,20 +166,47 @@ class Session5(Session):
         props.setdefault(_AUTHENTICATION_METHOD, method)
         self._send(Packet(_AUTH, reason=reason, props=props), 0, 0)
 
-    # ------------------------------------------------------------ publish and subscribe
+    # ------------------------------------------------------------ MQTT 5's side of the argument checks (checks.py)
 
-    def subscribe(self, topics, props=None, handler=None):
-        for f, o in topics:
-            if isinstance(f, str) and f.startswith("$share/"):  # a shared subscription (4.8.2): $share/{ShareName}/{filter}
+    def _check5(self, props, ptype, what, retain):
+        """What checks.py leaves to MQTT 5, after the arguments' own faults: the properties of a packet of type
+        ptype (0: the will's), then for PUBLISH what is its QoS (with retain), for SUBSCRIBE its [(filter, options)],
+        for UNSUBSCRIBE its [filter]: the shared subscriptions' rules, the options' reserved bits, and the server's
+        limits from its CONNACK, named as the server's. Raises LocalProtocolError, changing nothing."""
+        if props is not None and not isinstance(props, dict):
+            raise LocalProtocolError(0x82, "props must be a dict {property id: value}, not %s" % type(props).__name__)
+        for k in props or ():
+            try:  # sized alone: a value of the wrong type fails here, not inside a packet being written
+                v5().put_props(None, 0, {k: props[k]}, ptype, 0)
+            except (TypeError, ValueError, IndexError, KeyError):
+                raise LocalProtocolError(0x82, "props: property %r has a value of the wrong type or form: %r"
+                                         % (k, props[k]))
+        if not ptype:  # (the will's: checked at construction, before any CONNACK)
+            return
+        if ptype == _PUBLISH:
+            if retain and not self.retain_available:
+                raise LocalProtocolError(0x9A, "retain: the server does not support retained messages (its CONNACK "
+                                               "says Retain Available 0)")
+            if what > self.maximum_qos:
+                raise LocalProtocolError(0x9B, "qos %d: the server's Maximum QoS is %d" % (what, self.maximum_qos))
+            return
+        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
+            raise LocalProtocolError(0xA1, "props: the server does not support subscription identifiers")
+        for f in what or ():
+            o = 0
+            if ptype == _SUBSCRIBE:
+                f, o = f
+                if o >> 4 & 3 == 3 or o >> 6:
+                    raise LocalProtocolError(0x82, "options 0x%02X: Retain Handling 3 and bits 6-7 are reserved" % o)
+                if not self.wildcards_available and ("+" in f or "#" in f):
+                    raise LocalProtocolError(0xA2, "filter %r: the server does not support wildcard subscriptions"
+                                             % f)
+            if f.startswith("$share/"):  # a shared subscription (4.8.2): $share/{ShareName}/{filter}
                 i = f.find("/", 7)
                 if i < 8 or "+" in f[7:i] or "#" in f[7:i] or i + 1 == len(f):
-                    raise LocalProtocolError(0x8F, "invalid shared subscription %s: $share/ needs a share name "
-                                                   "without wildcards, then a filter" % repr(f)[:24])
-                if not self.shared_available:
-                    raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-            if not self.wildcards_available and ("+" in f or "#" in f):
-                raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
-            raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
-        return Session.subscribe(self, topics, props, handler)
-
+                    raise LocalProtocolError(0x8F, "filter %s: $share/ needs a share name without wildcards, then "
+                                                   "a filter" % repr(f)[:24])
+                if not self.shared_available and ptype == _SUBSCRIBE:
+                    raise LocalProtocolError(0x9E, "filter %r: the server does not support shared subscriptions" % f)
+                if o & 4:
+                    raise LocalProtocolError(0x82, "options: No Local on shared subscription %r" % f)

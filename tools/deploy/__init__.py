@@ -188,8 +188,11 @@ def library_files(board, tmp, source=False):
 
 def session_for(board):
     """config.SESSION: the board's Session options, without MQTT 5's (topic_alias_maximum) when its file set has
-    no session5.py: a 3.x Session does not take them (TypeError)."""
+    no session5.py: a 3.x Session does not take them (TypeError). What the board's memory sets (buffers, windows),
+    never what an application chooses: keepalive is config.KEEPALIVE, so `Client(keepalive=10, **config.SESSION)`
+    works (a name in both is a TypeError Python raises at the call, before any code of ours could help)."""
     s = board.session_options()
+    s.pop("keepalive", None)
     if "tinymqtt/session5.py" not in board.lib:
         s.pop("topic_alias_maximum", None)
     return s
@@ -202,6 +205,7 @@ def config_values(board, broker="127.0.0.1", port=1883, client_id=None, secrets=
     v = {"BOARD": board.name, "BROKER_HOST": broker, "BROKER_PORT": port, "CLIENT_ID": client_id}
     v.update(board.config)
     v["SESSION"] = session_for(board)
+    v["KEEPALIVE"] = board.keepalive
     v.update(secrets or {})
     v.update(extra or {})
     return v

@@ -12,6 +12,7 @@ FLAGS = {
     "_APP_ACKS": "tinymqtt/app_acks.py",  # messages the application acknowledges itself
     "_RETRY": "tinymqtt/retry.py",  # the MQTT 3.x retry timer (retry_ms)
     "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
+    "_GROW": "tinymqtt/grow.py",  # CPython's growing buffers: never on a board
 }
 
 # Off in every board build, whatever its files: checks of our own invariants (every outbound flow's move has its
