@@ -71,22 +71,31 @@ def tree(app, dst, board="linux", env=None):
 
 class Board(tools.sim.Board):
     """A program running in the background on the unix port (expect(), wait(), results(), close()); board
-    "cpython" runs it under CPython with ports/linux instead; bits=32 on the 32-bit port."""
+    "cpython" runs it under CPython with ports/linux instead; bits=32 on the 32-bit port; frozen=PROFILE on the
+    32-bit firmware with that profile and ports/linux frozen in (tools/mp32.py), the tree without its lib/."""
 
-    def __init__(self, app, board="linux", env=None, heap=None, bits=64):
+    def __init__(self, app, board="linux", env=None, heap=None, bits=64, frozen=None):
         if board == "cpython":  # the same tree and program under CPython (ports/linux), for comparison
             super().__init__(app, env, heap, board="linux")
             return
-        if bits == 32:
+        exe = None
+        if bits == 32 or frozen:
             need32()
+            bits = 32
+        if frozen:
+            from tools import mp32
+            exe = mp32.frozen(frozen)  # built now if this checkout's library changed since the last build
         tmp = tempfile.mkdtemp(prefix="tinymqtt-unix-")
-        super().__init__(board="unix32" if bits == 32 else "unix", root=tree(app, tmp, board, env), heap=heap)
+        root = tree(app, tmp, board, env)
+        if frozen:  # only main.py and config.py: the library and the port come from the firmware
+            shutil.rmtree(os.path.join(root, "lib"))
+        super().__init__(board="unix32" if bits == 32 else "unix", root=root, heap=heap, exe=exe)
         self._tmp = tmp  # removed by close()
 
 
-def run(app, board="linux", env=None, heap=None, timeout=60, bits=64):
+def run(app, board="linux", env=None, heap=None, timeout=60, bits=64, frozen=None):
     """Runs a program to its end: (exit code, stdout, the RESULT values). A timeout kills it (exit -9)."""
-    with Board(app, board, env, heap, bits) as b:
+    with Board(app, board, env, heap, bits, frozen) as b:
         try:
             rc = b.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -71,10 +71,11 @@ def unix_command(root, main="main.py", heap=None, paths=(), exe=None):
     return [exe or MICROPYTHON, "-X", "heapsize=%s" % (heap or "4m"), os.path.join(root, main)], env
 
 
-def command(root, board="sim", heap=None, main="main.py"):
-    """The command (argv, environment) that runs the tree at root."""
+def command(root, board="sim", heap=None, main="main.py", exe=None):
+    """The command (argv, environment) that runs the tree at root (exe: another build of that unix port, e.g.
+    firmware with the library frozen)."""
     if board in UNIX:
-        exe = micropython32() if board == "unix32" else MICROPYTHON
+        exe = exe or (micropython32() if board == "unix32" else MICROPYTHON)
         if not exe:
             raise RuntimeError("no 32-bit MicroPython unix port: run python -m tools.mp32 (tools/bootstrap.sh does)")
         return unix_command(root, main, heap, exe=exe)
@@ -105,11 +106,11 @@ def results(text):
 class Board:
     """A running board: its stdout lines as they come, the network toggle (sim only) and its exit."""
 
-    def __init__(self, app=None, env=None, heap=None, board="sim", root=None, main="main.py"):
+    def __init__(self, app=None, env=None, heap=None, board="sim", root=None, main="main.py", exe=None):
         self.board = board
         self._tmp = None if root else tempfile.mkdtemp(prefix="tinymqtt-sim-")
         root = root or assemble(app, self._tmp, board, env)
-        argv, penv = command(root, board, heap, main)
+        argv, penv = command(root, board, heap, main, exe)
         self.proc = subprocess.Popen(argv, cwd=root, env=penv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.lines, self.errors = [], []
