@@ -10,12 +10,14 @@
 import concurrent.futures
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 
 from tools import boards as boards_mod, deploy, mp32
@@ -89,18 +91,6 @@ def make_tree(dest, profile, app, buffers, host, port, peer_files=()):
     return dest
 
 
-def frozen_tree(dest):
-    """A copy of a tinymqtt tree without the library and its port: the firmware holds them."""
-    out = dest + "-frozen"
-    shutil.copytree(dest, out)
-    lib = os.path.join(out, "lib")
-    for name in os.listdir(lib):
-        if name.startswith("tinymqtt"):
-            p = os.path.join(lib, name)
-            shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
-    return out
-
-
 def run(exe, dest, heapsize, broker, measure=False, timeout=60, out=None):
     """One run of the tree's main.py: its RESULT (a dict) if it ran to the end, else None (its output goes
     into the list `out`). The broker is restarted when the program says RESTART."""
@@ -112,21 +102,23 @@ def run(exe, dest, heapsize, broker, measure=False, timeout=60, out=None):
     try:
         p = subprocess.Popen([exe, "-X", "heapsize=%d" % heapsize, "main.py"], cwd=dest, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # Lines come through a thread: select() on the pipe beside a buffered readline() would miss a line that
+        # arrived in the same read as the one before (RESTART right after READY: the run then waits for ever).
+        lines = queue.Queue()
+        threading.Thread(target=_lines, args=(p.stdout, lines), daemon=True).start()
         deadline, result = time.monotonic() + timeout, None
-        import selectors
-        with selectors.DefaultSelector() as sel:
-            sel.register(p.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not sel.select(max(0.0, deadline - time.monotonic())):
-                    break
-                line = p.stdout.readline()
-                if not line:
-                    break
-                out.append(line.rstrip())
-                if line.startswith("RESTART"):
-                    broker.restart()
-                elif line.startswith("RESULT "):
-                    result = json.loads(line[7:])
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            out.append(line.rstrip())
+            if line.startswith("RESTART"):
+                broker.restart()
+            elif line.startswith("RESULT "):
+                result = json.loads(line[7:])
         if p.poll() is None:
             p.kill()
         rc = p.wait()
@@ -135,6 +127,12 @@ def run(exe, dest, heapsize, broker, measure=False, timeout=60, out=None):
             with open(os.path.join(dest, "config.py"), "a") as f:
                 f.write("MEASURE = 0\n")
     return result if rc == 0 else None
+
+
+def _lines(stream, into):
+    for line in stream:
+        into.put(line)
+    into.put(None)
 
 
 def smallest(exe, dest, connected, step=1024, timeout=60):
@@ -200,7 +198,7 @@ def measure(quick=False, log=print, workers=2):
                     if build.endswith("frozen"):
                         if not profile or not exe:
                             continue
-                        exe, tree = mp32.frozen(profile, log), frozen_tree(dest)
+                        exe, tree = mp32.frozen(profile, log), footprint.frozen_tree(dest)
                     if not exe:
                         continue
                     row = {"client": label, "profile": profile or "-", "build": build,
