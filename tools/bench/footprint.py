@@ -115,6 +115,8 @@ def romfs_tree(dest, main="main"):
     VfsRom before it imports `main`; None if the image could not be built."""
     mpremote = os.path.join(os.path.dirname(micropython()), "mpremote")
     src, rom = dest + "-romsrc", dest + "-rom"
+    if os.path.exists(os.path.join(rom, "boot_romfs.py")):  # made for the other unix port already
+        return rom
     shutil.copytree(os.path.join(dest, "lib"), os.path.join(src, "lib"))
     shutil.copytree(dest, rom, ignore=lambda d, names: ["lib"] if d == dest else [])  # the image holds lib/
     img = os.path.join(rom, "romfs.img")

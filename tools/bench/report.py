@@ -270,6 +270,9 @@ def console(res):
     if res.get("footprint"):
         from tools.bench.footprint import table as footprint_table
         parts.append("What each profile costs a board (tools/bench/footprint.py)\n" + footprint_table(res["footprint"]))
+    if res.get("realistic"):
+        from tools.bench.realistic import table as realistic_table
+        parts.append("One realistic program per client (tools/bench/realistic.py)\n" + realistic_table(res["realistic"]))
     t = targets(res)
     if t:
         parts.append("Targets\n" + table(["target", "measured", ""], [list(x) for x in t]))
@@ -461,11 +464,14 @@ def markdown(res):
         from tools.bench.footprint import table as footprint_table
         L += ["## Profiles on a board", "", "Per profile and client (boards.toml): `.mpy` bytes as deploy writes "
               "them for the esp32 board, heap after import and when connected with the esp32 buffers on the "
-              "32-bit WebAssembly build and the 64-bit unix port, and the smallest `-X heapsize` with which the "
-              "unix port connects, subscribes, publishes and receives; and, on MicroPython's 32-bit unix port "
-              "(a wasm32 build with a scripted link: no sockets), heap after import and connected from `.mpy` and "
-              "from ROMFS (see tools/bench/footprint.py).", "",
+              "32-bit and the 64-bit unix ports (real sockets, real mosquitto), and the smallest `-X heapsize` "
+              "with which each connects, subscribes, publishes and receives; from ROMFS; with the library frozen "
+              "into the 32-bit firmware (manifest.py); and on the 32-bit WebAssembly build (a scripted link: no "
+              "sockets). See tools/bench/footprint.py.", "",
               footprint_table(res["footprint"]), ""]
+    if res.get("realistic"):
+        from tools.bench.realistic import table as realistic_table
+        L += ["## One realistic program per client", "", realistic_table(res["realistic"]), ""]
     L += ["## How to reproduce", "",
           "```", "make bench                     # installs requirements-bench.txt into .venv-bench, then runs:",
           "python -m tools.bench          # everything; writes docs/benchmarks.md and docs/benchmarks.png",
