@@ -73,16 +73,17 @@ def peers(tmp, log=print):
 
 def make_tree(dest, profile, app, buffers, host, port, peer_files=()):
     """The linux board's tree (footprint.tree: portable .mpy, the esp32's short errors and buffers) for the app,
-    with real_common.py, the peer's modules as .mpy and, for mqtt_as, the network / machine stand-ins."""
-    extra = [(os.path.join(FP, "real_common.py"), "real_common.py")]
-    for src, member in peer_files:
-        mpy = os.path.join(os.path.dirname(dest), member.replace("/", "-")[:-3] + ".mpy")
+    with real_common and the peer's modules as .mpy and, for mqtt_as, the network / machine stand-ins."""
+    modules = [(os.path.join(FP, "real_common.py"), "real_common.py")] + list(peer_files)
+    if app == "real_mqtt_as.py":  # (a board has these built in)
+        modules += [(os.path.join(FP, "network.py"), "network.py"),
+                    (os.path.join(footprint.ROOT, "tests", "fakes", "machine.py"), "machine.py")]
+    extra = []
+    for src, member in modules:  # .mpy, as a board gets them: a .py is compiled on the board, in its heap
+        mpy = os.path.join(os.path.dirname(dest), "%s-%s.mpy" % (os.path.basename(dest), member.replace("/", "-")[:-3]))
         with open(mpy, "wb") as f:
             f.write(deploy.compile_mpy(src, member, [], os.path.dirname(dest)))
         extra.append((mpy, "lib/" + member[:-3] + ".mpy"))
-    if app == "real_mqtt_as.py":
-        extra += [(os.path.join(FP, "network.py"), "lib/network.py"),
-                  (os.path.join(footprint.ROOT, "tests", "fakes", "machine.py"), "lib/machine.py")]
     footprint.tree(dest, profile or "mqtt311", app, 4, host, port, extra=extra)
     with open(os.path.join(dest, "config.py"), "a") as f:
         f.write("PERIOD_MS = %d\nMEASURE = 0\n" % PERIOD_MS)
@@ -302,7 +303,7 @@ def table(res):
             r["client"], r["profile"], r["build"], kb(r.get("mpy")), kb(r.get("connected")), kb(r.get("smallest")),
             r.get("pub q0", "-"), r.get("pub q1", "-"), "-" if rx is None else rx + r["pub q1"],
             "-" if rx is None else rx if rx >= 0 else "n/a", r.get("seconds", "-")))
-    lines += ["", "Builds: %s." % "; ".join("%s: MicroPython %s" % kv for kv in res["builds"].items()),
+    lines += ["", "Builds: %s." % "; ".join("%s: %s" % kv for kv in res["builds"].items()),
               "The program (tools/bench/fp/real_*.py, MQTT 3.1.1): connect with a will, subscribe with a callback "
               "to its own readings, publish a QoS 1 reading every %d ms; once one came back the bench restarts "
               "mosquitto (it forgets the session); the run ends when the client has connected again and two "
