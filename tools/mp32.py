@@ -27,6 +27,7 @@ FLAGS = ("VARIANT=standard", "CFLAGS_EXTRA=-m32", "LDFLAGS_EXTRA=-m32",
 PROFILES = ("mqtt311", "full")
 FROZEN_PORT = "linux"  # the port frozen beside the library (ports/linux: plain sockets, as the unix port has)
 OFF = "TINYMQTT_NO_MP32"
+KEEP = 8  # firmware builds kept per profile
 
 
 class Missing(Exception):
@@ -211,9 +212,11 @@ def _build_frozen(profile, exe, log):
     shutil.copy(os.path.join(unix, "build-m32-frozen", "micropython"), exe + ".tmp")
     os.replace(exe + ".tmp", exe)
     log("mp32: %s firmware built in %.0f s" % (profile, time.monotonic() - started))
-    for old in glob.glob(os.path.join(cache_dir(), "frozen-%s-*" % profile)):  # earlier library versions
-        if old != d:
-            shutil.rmtree(old, ignore_errors=True)
+    # Firmware of earlier library versions: the newest few stay (other checkouts on this machine may be running
+    # theirs right now), older ones go.
+    kept = sorted(glob.glob(os.path.join(cache_dir(), "frozen-%s-*" % profile)), key=os.path.getmtime)
+    for old in kept[:-KEEP]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def build(log=print):
