@@ -6,7 +6,6 @@ import inspect
 
 import pytest
 
-import tinymqtt.cli_codec  # noqa: F401  the codec's server half (fake broker, codec tests), off the boards
 from tests.support import report
 from tests.support.broker import Mosquitto
 from tests.support.micropython import mp_check

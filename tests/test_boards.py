@@ -50,7 +50,7 @@ def test_the_repository_boards_load_with_their_flags():
     assert "ports/common/tinymqtt_board.py" in b["esp32"].support and b["esp32"].support == b["picow"].support
     for board in b.values():
         assert board.micropython >= (1, 27, 0)
-        assert "tinymqtt/cli.py" not in board.lib and "tinymqtt/session.py" in board.lib
+        assert "tinymqtt/session.py" in board.lib
         assert set(board.session_options()) == {"max_packet_size", "out_size", "max_inflight", "receive_maximum",
                                                 "topic_alias_maximum", "keepalive"}
     assert b["esp32"].wlan and b["picow"].wlan and not b["sim"].wlan
@@ -82,7 +82,6 @@ def test_a_valid_table_parses():
     (board_text(out_size=8192), "out_size", "larger than max_packet_size 4096"),
     (board_text(heap_budget=9000), "heap_budget", "the buffers alone (max_packet_size + out_size = 6144)"),
     (board_text(wlan="yes"), "wlan", "must be true or false"),
-    (board_text(lib=["tinymqtt/cli.py"]), "lib", "host-only"),
     (board_text(lib=["tinymqtt/nothing.py"]), "lib", "lib/tinymqtt/nothing.py does not exist"),
     (board_text(support=["ports/common/missing.py"]), "support", "ports/common/missing.py does not exist"),
     (board_text(platform=""), "platform", "must be a non-empty string"),
@@ -118,7 +117,6 @@ def profile_text(name="small", **t):
 
 
 @pytest.mark.parametrize("text, where, why", [
-    (profile_text(lib=["tinymqtt/cli_debug.py"]), "profile.small] lib", "host-only"),
     (profile_text(lib=["tinymqtt/nothing.py"]), "profile.small] lib", "does not exist"),
     (profile_text(leaves="x"), "profile.small] leaves", "unknown key"),
     (profile_text(out_size="1k"), "profile.small] out_size", "must be an integer"),

@@ -10,7 +10,8 @@ import pytest
 from tinymqtt import props as P
 from tinymqtt.client import Client
 from tinymqtt.errors import LocalProtocolError
-from tinymqtt.packets import Packet, PUBLISH, PINGREQ, decode, frame, sub_options
+from tinymqtt.packets import Packet, PUBLISH, PINGREQ, frame, sub_options
+from tinymqtt_cli.server_codec import decode  # the server half: any packet into a new Packet
 
 from tests.support import report
 

@@ -1,9 +1,7 @@
-# Bundling (boards.toml `bundle` and `lazy_bundle`, tools/deploy/bundle.py): the bundler joins modules into one
-# namespace and refuses a name two of them define differently; on the bundled trees deploy writes, every import
-# form that README, the examples and the tests use works on the real unix-port MicroPython (and CPython for the
-# source tree), modules outside the bundle load on first use (a lazy bundle's file: for any of its modules; no
-# profile has one now, so synthetic modules show it), and a full tree's MQTT 5 and 3.1.1 blocking clients talk to
-# mosquitto.
+# Bundling (boards.toml `bundle`, tools/deploy/bundle.py): the bundler joins modules into one namespace and
+# refuses a name two of them define differently; on the bundled trees deploy writes, every import form that README,
+# the examples and the tests use works on the real unix-port MicroPython (and CPython for the source tree), modules
+# outside the bundle load on first use, and a full tree's MQTT 5 and 3.1.1 blocking clients talk to mosquitto.
 import os
 import subprocess
 import sys
@@ -13,7 +11,7 @@ import pytest
 
 from tools import boards
 from tools.deploy.__main__ import main as deploy_main
-from tools.deploy.bundle import BundleError, bundle, lazy_bundle
+from tools.deploy.bundle import BundleError, bundle
 
 REPO = boards.REPO
 MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")
@@ -57,98 +55,12 @@ def test_the_bundler_joins_modules_and_drops_their_imports_of_each_other():
     ({"a": "def f():\n    pass\n", "b": "from tinymqtt.a import f as g\n", "c": "g = 3\n"}, "b and c both define g"),
     ({"a": "from os import sep\n", "b": "from sys import path as sep\n"}, "a and b both define sep"),
     ({"a": "X = 1\n", "b": "from tinymqtt.a import Y\n"}, "b imports Y from a, which does not define it"),
-    ({"a": "X = 1\n", "b": "import tinymqtt.a\n"}, "`import tinymqtt.M` of a bundled module"),
+    ({"a": "X = 1\n", "b": "import tinymqtt.a\n"}, "of a bundled module at module level"),
     ({"a": "b = 1\n", "b": "Y = 2\n"}, "__init__ and a both define b"),  # (b: the package's name for module b)
 ])
 def test_the_bundler_refuses_a_name_two_modules_would_bind_differently(modules, words):
     with pytest.raises(BundleError) as e:
         bundle(list(modules.items()), INIT)
-    assert words in str(e.value)
-
-
-# A lazy bundle (boards.toml lazy_bundle) beside the package's bundle: x (its file) and y, which import from the
-# package's bundled a; y has a __getattr__ of its own.
-LAZY_OUTER = {"a": "try:\n    from micropython import const\nexcept ImportError:\n    const = int\nX = 1\n"
-                   "def f():\n    return 2\n"}
-LAZY = {"x": "from tinymqtt.a import X\nfrom tinymqtt.y import g\ndef h():\n    return X + g()\n",
-        "y": "from tinymqtt.a import f as ff, X, const\n_K = const(3)\ndef g():\n    return ff() + _K\n"
-             "def __getattr__(name):\n    if name == 'Z':\n        return 9\n    raise AttributeError(name)\n"}
-# each first use: from the package (either member), or the file's own dotted name; then every form works
-LAZY_USE = {"from": "from tinymqtt import y\nassert y.g() == 5", "other": "from tinymqtt import x\nassert x.h() == 6",
-            "dotted": "import tinymqtt.x\nfrom tinymqtt.x import h\nassert h() == 6"}
-LAZY_CHECK = '''import sys
-import tinymqtt
-assert "tinymqtt.x" not in sys.modules and "tinymqtt.a" in sys.modules, "loaded on first use only"
-%s
-import tinymqtt.y
-from tinymqtt.y import Z
-from tinymqtt import x, y
-assert x is y is tinymqtt.y is sys.modules["tinymqtt.x"] is sys.modules["tinymqtt.y"] and Z == 9 and x.ff is tinymqtt.f
-try:
-    from tinymqtt import nothing
-except ImportError:
-    print("OK")
-'''
-
-
-def lazy_tree(tmp_path):
-    pkg = tmp_path / "lazy" / "tinymqtt"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(bundle(list(LAZY_OUTER.items()), INIT, lazy=["x", "y"]))
-    (pkg / "x.py").write_text(lazy_bundle(list(LAZY.items()), list(LAZY_OUTER)))
-    return pkg.parent
-
-
-def test_the_lazy_bundle_imports_from_the_package_once_and_routes_through_its_getattr():
-    text = lazy_bundle(list(LAZY.items()), list(LAZY_OUTER))
-    assert text.count("from tinymqtt import (") == 1 and "from tinymqtt.a" not in text and "from tinymqtt.y" not in text
-    assert "f as ff" in text and text.count("def __getattr__(") == 1, "y's __getattr__ stays the module's"
-    assert "name == 'y'" in bundle(list(LAZY_OUTER.items()), INIT, lazy=["x", "y"])
-
-
-def test_a_lazy_bundle_asks_each_members_getattr_in_turn():
-    lazy = dict(LAZY, x=LAZY["x"] + "def __getattr__(name):\n    if name == 'W':\n        return 8\n"
-                                     "    raise AttributeError(name)\n")
-    text = lazy_bundle(list(lazy.items()), list(LAZY_OUTER))
-    saved = {k: v for k, v in sys.modules.items() if k == "tinymqtt" or k.startswith("tinymqtt.")}
-    pkg, mod = type(sys)("tinymqtt"), type(sys)("tinymqtt.x")
-    pkg.X, pkg.f, pkg.const = 1, lambda: 2, int
-    sys.modules.update({"tinymqtt": pkg, "tinymqtt.x": mod})
-    try:
-        exec(compile(text, "tinymqtt/x.py", "exec"), mod.__dict__)
-        assert (mod.W, mod.Z, mod.h()) == (8, 9, 6) and sys.modules["tinymqtt.y"] is mod
-        with pytest.raises(AttributeError):
-            mod.nothing
-    finally:
-        for k in [k for k in sys.modules if k == "tinymqtt" or k.startswith("tinymqtt.")]:
-            del sys.modules[k]
-        sys.modules.update(saved)
-
-
-@pytest.mark.parametrize("use", sorted(LAZY_USE))
-@pytest.mark.parametrize("kind", ["unix", "cpython"])
-def test_a_lazy_bundle_loads_on_first_use_in_every_import_form(tmp_path, kind, use):
-    root = lazy_tree(tmp_path)
-    code = LAZY_CHECK % LAZY_USE[use]
-    if kind == "cpython":
-        cmd, env = [sys.executable, "-I", "-c", "import sys; sys.path[:0] = [%r]\n" % str(root) + code], None
-    elif os.path.exists(MICROPYTHON):
-        cmd, env = [MICROPYTHON, "-c", code], {"MICROPYPATH": ".frozen:%s" % root}
-    else:
-        pytest.skip("no unix-port micropython")
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and p.stdout.split() == ["OK"], p.stdout + p.stderr
-
-
-@pytest.mark.parametrize("lazy, words", [
-    ({"x": "_N = const(1)\n", "y": "_N = const(2)\n"}, "x and y both define _N, with different values"),
-    ({"x": "from tinymqtt.a import X\n", "y": "X = 5\n"}, "x and y both define X"),
-    ({"x": "from tinymqtt.a import X\n", "y": "from tinymqtt.other import X\n"}, "x and y both define X"),
-    ({"x": "from tinymqtt.y import Q\n", "y": "P = 1\n"}, "x imports Q from y, which does not define it"),
-])
-def test_the_lazy_bundler_refuses_a_name_two_members_would_bind_differently(lazy, words):
-    with pytest.raises(BundleError) as e:
-        lazy_bundle(list(lazy.items()), list(LAZY_OUTER))
     assert words in str(e.value)
 
 
@@ -263,7 +175,7 @@ def test_full_bundles_mqtt5_and_both_versions_run_from_the_deployed_tree(broker,
         pytest.skip("no unix-port micropython")
     b = boards.get("linux", profile="full")
     v5 = {"tinymqtt/session5.py", "tinymqtt/props.py", "tinymqtt/aliases.py"}
-    assert v5 <= set(b.bundle) and not b.lazy_bundle
+    assert v5 <= set(b.bundle)
     tree = deploy(tmp_path, "linux", "full", *(["--source"] if kind == "cpython" else []))
     ext = ".py" if kind == "cpython" else ".mpy"
     assert not any((tree / "lib" / (m[:-3] + ext)).exists() for m in v5), "in tinymqtt/__init__, not files"
@@ -286,19 +198,6 @@ def test_boards_toml_refuses_a_bundle_outside_the_profiles_files():
     with pytest.raises(boards.BoardError) as e:
         boards.parse_profiles(text)
     assert "[profile.full] bundle: tinymqtt/wire.py is not one of the profile's lib modules" in str(e.value)
-
-
-@pytest.mark.parametrize("lazy, words", [
-    ('["tinymqtt/wire.py", "tinymqtt/topic.py"]', "tinymqtt/wire.py is not one of the profile's lib modules outside"),
-    ('["tinymqtt/topic.py", "tinymqtt/props.py"]', "tinymqtt/props.py is not one of the profile's lib modules"),
-    ('["tinymqtt/topic.py"]', "needs two modules or more, and a bundle"),
-])
-def test_boards_toml_refuses_a_lazy_bundle_outside_the_profiles_files_or_inside_its_bundle(lazy, words):
-    text = ('[profile.full]\nlib = ["tinymqtt/__init__.py", "tinymqtt/errors.py", "tinymqtt/wire.py", '
-            '"tinymqtt/topic.py"]\nbundle = ["tinymqtt/errors.py", "tinymqtt/wire.py"]\nlazy_bundle = %s\n' % lazy)
-    with pytest.raises(boards.BoardError) as e:
-        boards.parse_profiles(text)
-    assert "[profile.full] lazy_bundle: " + words in str(e.value)
 
 
 def test_steady_state_publish_allocates_nothing_from_the_bundle_on_32_bit_micropython(broker, tmp_path):

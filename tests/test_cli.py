@@ -1,4 +1,4 @@
-# `python -m tinymqtt pub|sub` as a user runs it (a subprocess, PYTHONPATH=lib:ports/linux) against a real
+# `python -m tinymqtt_cli pub|sub` as a user runs it (a subprocess, PYTHONPATH=lib:ports/linux:host) against a real
 # mosquitto: -C/-v output, QoS 1 publishing, -N 1000 counted at a subscriber, --will-topic on a killed
 # process, a one-line error with exit code 1 for a closed port (the CONNACK code for a refusal, as mosquitto),
 # a password that never shows up; then the flags of issue 13 (-L -I -D -F -N -T -U -E -R --remove-retained -d -M).
@@ -18,12 +18,12 @@ from tinymqtt.client import Client
 from tests.support.broker import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, PYTHONPATH="%s/lib:%s/ports/linux" % (ROOT, ROOT))
+ENV = dict(os.environ, PYTHONPATH="%s/lib:%s/ports/linux:%s/host" % (ROOT, ROOT, ROOT))
 SECRET = "s3cr3t-Pa55w0rd"
 
 
 def tinymqtt(*args):
-    return [sys.executable, "-m", "tinymqtt"] + [str(a) for a in args]
+    return [sys.executable, "-m", "tinymqtt_cli"] + [str(a) for a in args]
 
 
 def run_cli(*args, timeout=30):

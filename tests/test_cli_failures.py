@@ -55,7 +55,7 @@ def test_pub_server_closes_before_puback_is_an_error(fb):
         b.close()
 
     rc, out, err = cli(fb(), "pub", "-q", 1, "-t", "a", "-m", "x", script=server)
-    assert rc == 1 and out == b""
+    assert rc == 7 and out == b""
     one_error(err, "connection lost with 1 of 1 messages unacknowledged", "0x80")
 
 
@@ -68,7 +68,7 @@ def test_pub_window_full_when_the_link_dies_is_an_error_not_a_hang(fb):
         b.close()
 
     rc, out, err = cli(fb(), "pub", "-q", 2, "-M", 1, "-t", "a", "-m", "x", "-N", 5, script=server)
-    assert rc == 1
+    assert rc == 7
     one_error(err, "0x80")
 
 
@@ -126,7 +126,7 @@ def test_pub_without_c_the_same_loss_is_an_error(fb):
         b.close()
 
     rc, out, err = cli(fb(), "pub", "-q", 2, "-t", "a", "-m", "x", script=server)
-    assert rc == 1
+    assert rc == 7
     one_error(err, "connection lost with 1 of 1 messages unacknowledged", "0x80")
 
 
@@ -218,7 +218,7 @@ def test_sub_lost_connection_is_an_error(fb):
         b.close()
 
     rc, out, err = cli(fb(), "sub", "-t", "a", script=server)
-    assert rc == 1 and out == b"hi\n"
+    assert rc == 7 and out == b"hi\n"
     one_error(err, "connection lost after 1 messages", "0x80")
 
 

@@ -9,10 +9,10 @@ import uuid
 import pytest
 
 from tests.test_cli import client, run_cli, set_retained  # noqa: F401 (client is a fixture)
-from tinymqtt import cli_args
-from tinymqtt.cli_format import format_message
-from tinymqtt.cli_pub import _parser as pub_parser
-from tinymqtt.cli_sub import _parser as sub_parser
+from tinymqtt_cli import args as cli_args
+from tinymqtt_cli.formats import format_message
+from tinymqtt_cli.pub import _parser as pub_parser
+from tinymqtt_cli.sub import _parser as sub_parser
 
 
 @pytest.fixture
@@ -125,4 +125,4 @@ def test_format_widths_escapes_and_properties():
     m = types.SimpleNamespace(topic="a/b", payload=memoryview(b"\x01z"), qos=1, retain=True, pid=7,
                               props={0x02: 60, 0x26: [("k", "v"), ("k", "w")]})
     out = format_message(r"%05m|%-3q|%X|%E|%P|@@|\e\\", m, now=0)
-    assert out == b"00007|1  |017A|60|k:v k:w|@|\x1b\\"
+    assert out == b"00007|1|017A|60|k:v k:w|@|\x1b\\"  # (%q takes no width in mosquitto_sub: test_cli_mosquitto)

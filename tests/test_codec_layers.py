@@ -1,16 +1,19 @@
 # The codec's layers, checked in a fresh interpreter each: a 3.1.1 client's every packet (encoded, and read in
-# place as its session reads it) never loads props.py, the MQTT 5 half, nor cli_codec.py; without cli_codec.py
-# the client half refuses what only a server sends and has no general decoder; importing it plugs both in.
+# place as its session reads it) never loads props.py, the MQTT 5 half; the client half refuses what only a server
+# sends and has no general decoder, and the server half (host/tinymqtt_cli/server_codec.py) has both without
+# changing anything in the client half.
 import os
 import shutil
 import subprocess
 import sys
 
-LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = os.path.join(ROOT, "lib")
+HOST = os.path.join(ROOT, "host")
 
 
 def run(code):
-    p = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r)\n" % LIB + code],
+    p = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path[:0] = [%r, %r]\n" % (LIB, HOST) + code],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     return p.stdout
@@ -38,35 +41,42 @@ def test_a_311_client_codec_never_loads_mqtt5():
     assert eval(out) == ["tinymqtt", "tinymqtt.errors", "tinymqtt.packets", "tinymqtt.wire"]
 
 
-def test_the_server_half_is_refused_until_cli_codec_plugs_it_in():
+def test_the_client_half_refuses_the_server_half_which_changes_nothing_in_it():
+    # packets.encode() refuses what only a server sends, before and after the server half is imported: that import
+    # adds nothing to tinymqtt.packets (no decode) and changes none of its names nor Packet's; the server half writes
+    # and reads those packets with its own functions.
     out = run(
+        "import tinymqtt.packets as K\n"
         "from tinymqtt.packets import Packet, encode, CONNECT, CONNACK, SUBACK\n"
         "from tinymqtt.errors import MQTTError\n"
         "connect = b'\\x10\\x0d\\x00\\x04MQTT\\x04\\x02\\x00\\x3c\\x00\\x01c'\n"
-        "def both():\n"
+        "def both(encode):\n"
         "    for f in (lambda: encode(bytearray(8), Packet(CONNACK), 4),\n"
         "              lambda: encode(bytearray(8), Packet(SUBACK, pid=1, codes=[0]), 4)):\n"
         "        try:\n"
-        "            print(type(f()).__name__)\n"
+        "            print(f())\n"
         "        except MQTTError as e:\n"
         "            print(type(e).__name__, hex(e.reason))\n"
-        "both()\n"
-        "print('tinymqtt.cli_codec' in sys.modules)\n"
-        "import tinymqtt.cli_codec\n"
-        "from tinymqtt.packets import encode, decode  # both halves' now (a name bound before keeps the client's)\n"
-        "print('tinymqtt.cli_codec' in sys.modules)\n"
-        "both()\n"
-        "print(decode(connect, 4) == Packet(CONNECT, client_id='c', keepalive=60))\n")
-    assert out.split("\n") == ["LocalProtocolError 0x82", "LocalProtocolError 0x82", "False", "True", "int", "int",
-                               "True", ""]
+        "before = (dict(vars(K)), dict(vars(Packet)))\n"
+        "both(K.encode)\n"
+        "import tinymqtt_cli.server_codec as S\n"
+        "print((dict(vars(K)), dict(vars(Packet))) == before, hasattr(K, 'decode'))\n"
+        "both(K.encode)\n"
+        "both(S.encode)\n"
+        "print(S.decode(connect, 4) == S.Packet(CONNECT, client_id='c', keepalive=60))\n")
+    assert out.split("\n") == ["LocalProtocolError 0x82", "LocalProtocolError 0x82", "True False",
+                               "LocalProtocolError 0x82", "LocalProtocolError 0x82", "4", "5", "True", ""]
 
 
-def test_decode_is_importable_from_packets_on_the_host():
-    # A host tool's `from tinymqtt.packets import decode` loads the server half on first use (a board has none).
-    out = run("from tinymqtt.packets import decode, CONNACK\n"
+def test_the_server_halfs_packet_equals_a_core_packet_with_the_same_fields():
+    out = run("from tinymqtt.packets import Packet, PUBLISH, CONNACK\n"
+              "from tinymqtt_cli.server_codec import Packet as P, decode\n"
               "p = decode(b'\\x20\\x02\\x01\\x00', 4)\n"
-              "print(p.type == CONNACK, p.session_present, 'tinymqtt.cli_codec' in sys.modules)\n")
-    assert out.split() == ["True", "True", "True"]
+              "print(p.session_present, p == Packet(CONNACK, session_present=True), p != Packet(CONNACK))\n"
+              "print(P(PUBLISH, topic='t', payload=b'x') == Packet(PUBLISH, topic='t', payload=memoryview(b'x')))\n"
+              "print(repr(P(CONNACK, session_present=True, props={0x16: b'token'}, password=b'pw')))\n")
+    assert out.split("\n") == ["True True True", "True", "<CONNACK props={22: '***'} session_present=True "
+                                                           "password='***'>", ""]
 
 
 def test_mqtt5_subscription_options_are_props_and_refused_without_them(tmp_path):

@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 
 from tinymqtt import packets as K
 from tinymqtt import props as P
-import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
-from tinymqtt.packets import Packet, encode, decode, frame
+from tinymqtt.packets import frame
+from tinymqtt_cli.server_codec import Packet, encode, decode  # the server half too: any packet, both ways
 
 V31, V311, V5 = 3, 4, 5
 BUF = bytearray(1 << 20)

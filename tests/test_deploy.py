@@ -63,8 +63,7 @@ def test_target_writes_the_board_tree_with_mpy_files(board, tmp_path, monkeypatc
                        "--broker", "10.1.2.3:1884", "--client-id", "dev-1")
     assert rc == 0, err
     files = tree_of(tmp_path)
-    lib = ["lib/" + m[:-3] + ".mpy" for m in b.lib  # (the bundle: tinymqtt/__init__; the lazy one: its first's file)
-           if m not in b.bundle + b.lazy_bundle[1:]]
+    lib = ["lib/" + m[:-3] + ".mpy" for m in b.lib if m not in b.bundle]  # (the bundle: tinymqtt/__init__)
     support = ["lib/" + os.path.basename(p)[:-3] + ".mpy" for p in b.support]
     expected = lib + support + ["lib/tinymqtt_port.mpy", "telemetry.mpy", "main.py", "config.py", ".tinymqtt.json"]
     assert files == sorted(expected)

@@ -1,73 +1,101 @@
-# The outbound flow transitions (inflight.py, every one in one place) and the one PUBLISH reader
-# (packets.read_publish) that decode() and the session's receive path share: pure, no broker.
-from tinymqtt.inflight import Inflight, QUEUED, RESEND, SENT, RELEASED, RELQ, CONTROL, FREE, LOST
-import tinymqtt.cli_codec  # noqa: F401  the server half: decode()
-from tinymqtt.packets import Packet, decode, encode_publish, read_publish, PUBLISH
+# The outbound flow transitions (inflight.py: one table, every move through Inflight.step()) and the one PUBLISH
+# reader (packets.read_publish) that decode() and the session's receive path share: pure, no broker.
+# (The states, events and actions are inflight.py's private const() names: CPython keeps them as module globals.)
+import pytest
+
+import tinymqtt.inflight as fl
+from tinymqtt.inflight import Inflight, LOST
+from tinymqtt.packets import Packet, encode_publish, read_publish, PUBLISH
+from tinymqtt_cli.server_codec import decode  # the server half: any packet into a new Packet
 from tinymqtt.retry import resend_late
+
+FREE, QUEUED, CONTROL = fl._FREE, fl._QUEUED, fl._CONTROL
+WAIT_PUBACK, WAIT_PUBREC, WAIT_PUBCOMP = fl._WAIT_PUBACK, fl._WAIT_PUBREC, fl._WAIT_PUBCOMP
+RESEND_QOS1, RESEND_QOS2, RESEND_PUBREL = fl._RESEND_QOS1, fl._RESEND_QOS2, fl._RESEND_PUBREL
+PUBACK, PUBREC, REFUSAL, PUBCOMP = fl._GOT_PUBACK, fl._GOT_PUBREC, fl._GOT_REFUSAL, fl._GOT_PUBCOMP
 
 
 def next_queued(f):
-    # The slot Session.pump() sends next: the oldest entry of the send queue still QUEUED, RESEND or RELQ, or -1.
+    # The slot Session.pump() sends next: the oldest entry of the send queue still in a queue state, or -1.
     for k in range(f.queued):
         i = f.ring[(f.head + k) % f.size]
-        if f.state[i] in (QUEUED, RESEND, RELQ):
+        if f.state[i] in (QUEUED, RESEND_QOS1, RESEND_QOS2, RESEND_PUBREL):
             return i
     return -1
 
 
-def _flight(qos, state=SENT):
+def _flight(qos, resend=False):
+    # A message written to the wire (pump's event), then, with resend, queued again by the 3.x timer.
     f = Inflight(4, 1)
     i = f.add(b"t", b"x", qos, 0, None)
-    f.mark(i, state, 100)
+    f.step(i, fl._WRITE_QOS0 + qos, 100)
+    if resend:
+        f.step(i, fl._SEND_AGAIN, 0)
     return f, i, f.pid[i]
 
 
-def test_acks_move_a_flow_as_the_diagram_says():
+def test_acks_move_a_flow_as_the_table_says():
     f, i, pid = _flight(2)
-    assert f.ack(5, pid, 0, 7) == 6 and f.state[i] == RELEASED and f.unacked == 1  # PUBREC: PUBREL goes out
-    assert f.ack(5, pid, 0, 7) == 6  # a PUBREC again: PUBREL again
-    assert f.ack(4, pid, 0, 7) == 0  # PUBACK on a QoS 2 flow: a protocol error for the session
-    assert f.ack(7, pid, 0, 7) == 7 and f.state[i] == FREE and f.count == 0 and f.unacked == 0
-    assert f.ack(7, pid, 0, 7) == -1  # gone: unsolicited
+    assert f.state[i] == WAIT_PUBREC and f.unacked == 1
+    assert f.ack(PUBREC, pid, 7) == fl._SEND_PUBREL and f.state[i] == WAIT_PUBCOMP and f.unacked == 1
+    assert f.ack(PUBREC, pid, 7) == fl._SEND_PUBREL  # a PUBREC again: PUBREL again
+    assert f.ack(PUBACK, pid, 7) == fl._NOT_EXPECTED  # PUBACK on a QoS 2 flow: a protocol error for the session
+    assert f.ack(PUBCOMP, pid, 7) == fl._ENDED and f.state[i] == FREE and f.count == 0 and f.unacked == 0
+    assert f.ack(PUBCOMP, pid, 7) == fl._NOT_IN_FLIGHT  # gone: unsolicited
     f, i, pid = _flight(2)
-    assert f.ack(5, pid, 0x80, 7) == 5 and f.state[i] == FREE  # refused: the flow ends
+    assert f.ack(REFUSAL, pid, 7) == fl._ENDED and f.state[i] == FREE  # refused: the flow ends
     f, i, pid = _flight(1)
-    assert f.ack(5, pid, 0, 7) == 0 and f.ack(4, pid, 0, 7) == 4 and f.count == 0
+    assert f.ack(PUBREC, pid, 7) == fl._NOT_EXPECTED and f.ack(PUBACK, pid, 7) == fl._ENDED and f.count == 0
     f = Inflight(4, 1)
     i = f.add(None, None, 3, 0, None)
-    assert f.state[i] == CONTROL and next_queued(f) < 0 and f.ack(4, f.pid[i], 0, 0) == -1
+    assert f.state[i] == CONTROL and next_queued(f) < 0 and f.ack(PUBACK, f.pid[i], 0) == fl._NOT_IN_FLIGHT
+
+
+def test_every_row_of_the_table_is_a_legal_move_and_a_missing_one_is_refused():
+    names = fl._STATE_NAMES.split(), fl._EVENT_NAMES.split()
+    for key, row in fl._FLOWS.items():
+        assert key >> 4 < len(names[0]) and key & 15 < len(names[1]) and row >> 4 < len(names[0])
+        assert row & 15 <= fl._ASK_AGAIN
+    f = Inflight(4, 1)
+    i = f.add(b"t", b"x", 1, 0, None)
+    with pytest.raises(AssertionError, match="from QUEUED on GOT_PUBCOMP"):
+        f.step(i, PUBCOMP, 0)
+    assert f.state[i] == QUEUED
 
 
 def test_a_new_connection_resends_or_ends_each_flow():
     f = Inflight(8, 1)
     slots = [f.add(b"t", b"%d" % k, 1 + k % 2, 0, None) for k in range(4)]
-    for i, st in zip(slots, (SENT, SENT, QUEUED, RELEASED)):
-        f.mark(i, st, 0)
+    f.step(slots[0], fl._WRITE_QOS1, 0)
+    f.step(slots[1], fl._WRITE_QOS2, 0)
+    f.step(slots[3], fl._WRITE_QOS2, 0)
+    f.ack(PUBREC, f.pid[slots[3]], 0)  # past PUBREC
     ctl = f.add([("a/#", 1)], None, 3, 8, {38: [("k", "v")]})  # a SUBSCRIBE's packet id, keeping the request
     events = []
     assert f._renew(True, False, lambda *e: events.append(e)) == [(8, [("a/#", 1)], {38: [("k", "v")]})]
     assert not events
-    assert [f.state[i] for i in slots] == [RESEND, RESEND, QUEUED, RELQ] and f.state[ctl] == FREE
+    assert [f.state[i] for i in slots] == [RESEND_QOS1, RESEND_QOS2, QUEUED, RESEND_PUBREL] and f.state[ctl] == FREE
+    assert f.unacked == 1  # the PUBREL: the server still counts that flow
     assert next_queued(f) == slots[3]  # a PUBREL resend goes first, then the PUBLISHes in publish order
     assert f._renew(False, False, lambda *e: events.append(e)) == []
     assert [(e[0], getattr(e[1], "payload", e[1])) for e in events] == [(LOST, b"0"), (LOST, b"1"),
                                                                        (7, f.pid[slots[3]])]
-    assert f.count == 1 and f.state[slots[2]] == QUEUED  # never sent: it goes to the new session
+    assert f.count == 1 and f.state[slots[2]] == QUEUED and f.unacked == 0  # never sent: it goes to the new session
 
 
 def test_the_retry_timer_resends_what_waited_too_long():
     f, i, pid = _flight(1)
-    assert resend_late(f, 150, 100, 1000) == 50 and f.state[i] == SENT
-    assert resend_late(f, 200, 100, 1000) == 1000 and f.state[i] == RESEND and next_queued(f) == i
+    assert resend_late(f, 150, 100, 1000) == 50 and f.state[i] == WAIT_PUBACK
+    assert resend_late(f, 200, 100, 1000) == 1000 and f.state[i] == RESEND_QOS1 and next_queued(f) == i
 
 
 def test_a_late_ack_of_the_first_send_ends_a_flow_queued_for_its_resend():
-    # The 3.x timer queued the resend (RESEND), then the ack of the first send came: the flow ends (or goes on
-    # to PUBREL), it is no protocol error, and the stale queue entry never sends a freed or reused slot.
-    f, i, pid = _flight(1, RESEND)
-    assert f.ack(4, pid, 0, 7) == 4 and f.state[i] == FREE and next_queued(f) < 0
-    f, i, pid = _flight(2, RESEND)
-    assert f.ack(5, pid, 0, 7) == 6 and f.state[i] == RELEASED and next_queued(f) < 0
+    # The 3.x timer queued the resend, then the ack of the first send came: the flow ends (or goes on to PUBREL),
+    # it is no protocol error, and the stale queue entry never sends a freed or reused slot.
+    f, i, pid = _flight(1, True)
+    assert f.ack(PUBACK, pid, 7) == fl._ENDED and f.state[i] == FREE and next_queued(f) < 0
+    f, i, pid = _flight(2, True)
+    assert f.ack(PUBREC, pid, 7) == fl._SEND_PUBREL and f.state[i] == WAIT_PUBCOMP and next_queued(f) < 0
 
 
 def test_one_publish_reader_for_decode_and_the_session():
@@ -106,3 +134,16 @@ def test_a_new_session_subscribes_again_in_order_each_filter_alone_with_its_prop
         out = out[n:]
     assert sent == [(SUBSCRIBE, [("a", 1)], None), (SUBSCRIBE, [("b", 1)], {0x0B: 7}),
                     (SUBSCRIBE, [("c", 0)], None), (SUBSCRIBE, [("d", 2)], None)]
+
+
+def test_the_inbound_table_has_a_row_for_every_publish_and_app_acks_only_changes_new_messages():
+    import tinymqtt.session as S
+    from tinymqtt.app_acks import extended
+    held = extended(S.Session)._inbound
+    for st in (S._IN_NONE, S._IN_RECEIVED, S._IN_HELD):
+        for q in (1, 2):
+            assert (st << 4 | S._IN_QOS0 + q) in held
+    assert (S._IN_HELD << 4 | S._IN_PUBREL) not in held  # a PUBREL before our PUBREC: a protocol error
+    changed = {k for k in held if held[k] != S._INBOUND.get(k)}
+    assert changed == {S._IN_NONE << 4 | S._IN_QOS1, S._IN_NONE << 4 | S._IN_QOS2, S._IN_RECEIVED << 4 | S._IN_QOS1}
+    assert all(held[k] >> 4 == S._IN_HELD for k in changed)

@@ -20,7 +20,8 @@ import pytest
 
 import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
 from tinymqtt.client import Client
-from tinymqtt.packets import Packet, CONNACK, PUBLISH, encode, encode_publish, decode, frame, V5
+from tinymqtt.packets import CONNACK, PUBLISH, encode_publish, frame, V5
+from tinymqtt_cli.server_codec import Packet, encode, decode  # the server half: a fake server's CONNACK, any packet
 from tinymqtt.session5 import Session5
 from tinymqtt.app_acks import extended
 from tools.spark.link import MqttLink

@@ -32,9 +32,8 @@ def test_profiles_are_file_sets_of_the_one_library():
     assert {"full", "mqtt311"} <= set(p)
     assert set(p["mqtt311"].lib) < set(p["full"].lib)
     assert "tinymqtt/aio.py" not in p["mqtt311"].lib and p["mqtt311"].leaves_out
-    for b in boards.load().values():  # (short error text leaves the reason names' table off the board)
-        text_only = list(boards.TEXT_ONLY) if b.short_errors else []
-        assert b.lib == [m for m in p["full"].lib if m not in text_only] and b.profile == "full"
+    for b in boards.load().values():
+        assert b.lib == p["full"].lib and b.profile == "full"
     b = boards.get("esp32", profile="mqtt311")
     assert b.lib == p["mqtt311"].lib and b.mpy_cross == ["-march=xtensawin"]
 
@@ -82,7 +81,7 @@ def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, 
     p = boards.profiles()[profile]  # the bundle is the package's __init__: the other modules load on first use
     assert sorted(os.path.relpath(os.path.join(d, f), tree / "lib") for d, _, fs in os.walk(tree / "lib" / "tinymqtt")
                   for f in fs) == sorted(m[:-3] + (".py" if kind == "cpython" else ".mpy")
-                                         for m in p.lib if m not in p.bundle + p.lazy_bundle[1:])
+                                         for m in p.lib if m not in p.bundle)
     assert p.bundle and "tinymqtt/session.py" in p.bundle
     got = []
     w = Client(broker.host, broker.port, version=4, client_id="w" + prefix[-8:], reconnect=False)
@@ -106,9 +105,9 @@ def test_each_profile_tree_runs_its_example_against_mosquitto(broker, tmp_path, 
 def test_size_tool_measures_each_profile_as_deploy_compiles_it():
     full, small = size.profile_sizes("esp32", "full"), size.profile_sizes("esp32", "mqtt311")
     p = boards.profiles()  # (the files deploy writes: a profile's bundle is its tinymqtt/__init__)
-    assert set(full) == set(p["full"].lib) - set(boards.TEXT_ONLY) - set(p["full"].bundle) - set(
-        p["full"].lazy_bundle[1:])  # esp32: short errors; the lazy bundle is its first module's file
-    assert set(small) == set(p["mqtt311"].lib) - set(p["mqtt311"].bundle) == {"tinymqtt/__init__.py"}
+    assert set(full) == set(p["full"].lib) - set(p["full"].bundle)
+    assert set(small) == set(p["mqtt311"].lib) - set(p["mqtt311"].bundle) == {"tinymqtt/__init__.py",
+                                                                              "tinymqtt/reasons.py"}
     assert 0 < sum(small.values()) < sum(full.values())
     report.record("mpy esp32 profile full (B)", sum(full.values()))
     report.record("mpy esp32 profile mqtt311 (B)", sum(small.values()))

@@ -10,7 +10,7 @@ import pytest
 
 from tools import boards
 from tools.deploy import library_files, library_text
-from tools.deploy.short_names import PRIVATE, SEEN, STATIC, NameClash, library_sources, rename, table
+from tools.deploy.short_names import PRIVATE, NameClash, library_sources, rename, table
 
 REPO = boards.REPO
 
@@ -28,21 +28,9 @@ def test_the_table_is_one_to_one_private_and_new():
     taken = set()
     for text in library_sources().values():
         taken |= {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
-    attributes_only = set()
     for old, new in t.items():
-        assert PRIVATE.match(old) and (PRIVATE.match(new) and len(new) < len(old) or new in STATIC)
+        assert PRIVATE.match(old) and PRIVATE.match(new) and len(new) < len(old)
         assert new not in taken, "a short name is one the library already uses"
-        if new in STATIC:
-            attributes_only.add(old)
-    assert "_last_sent" in attributes_only and "_on_connack" not in attributes_only
-    for name, text in library_sources().items():  # a STATIC name is never a def, class, parameter or global's,
-        tree = ast.parse(text)  # nor an attribute of the client or of a message (what the REPL shows a user)
-        for n in ast.walk(tree):
-            bound = getattr(n, "name", None) or getattr(n, "arg", None) or \
-                (n.id if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) else None) or \
-                (n.attr if name in SEEN and isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) else None)
-            assert bound not in attributes_only
-    assert "_era" not in attributes_only and "_inbox" not in attributes_only  # (a message's, the asyncio client's)
     assert "_on_connack" in t and "_CONNECT" not in t  # (a const() name costs nothing: it keeps its place)
     assert "_io_queue" not in t  # (never bound by the library: another module's name stays as it is)
 
@@ -71,14 +59,3 @@ def test_boards_with_short_errors_get_short_names_and_others_keep_theirs(tmp_pat
     assert "_on_connack" in linux and "_on_connack" not in esp
     built = {d: data for d, data, _ in library_files(boards.get("esp32", profile="mqtt311"), str(tmp_path))}
     assert b"_on_connack" not in built["lib/tinymqtt/__init__.mpy"]
-
-
-def test_static_names_are_in_every_firmware(tmp_path):
-    # The .mpy format names a qstr of its static list by number, not by text: each STATIC name must be one, or
-    # it would cost the board a name after all.
-    from tools.deploy import compile_mpy
-    src = tmp_path / "s.py"
-    src.write_text("".join("o.%s = %d\n" % (n, i) for i, n in enumerate(STATIC)) + "o.not_static_x = 1\n")
-    mpy = compile_mpy(str(src), "s.py", [], str(tmp_path))
-    assert b"not_static_x" in mpy
-    assert [n for n in STATIC if n.encode() in mpy] == []

@@ -1,7 +1,8 @@
-# Profile mqtt311 as tools/deploy builds it for the esp32 (one bundled .mpy, short errors and names, sorted qstrs,
-# the MQTT 5, app_acks and 3.x retry hooks compiled out) on MicroPython's unix port with real sockets against a
-# real mosquitto: the blocking client's will, status, QoS 0/1/2 both ways and reconnect with resend, for MQTT 3.1
-# and 3.1.1 (the versions the profile has), as tests/test_unix_blocking.py runs them on the full library.
+# Profile mqtt311 as tools/deploy builds it for the esp32 (one bundled .mpy and the reason names loaded when an
+# error is shown, short errors and names, the MQTT 5, app_acks and 3.x retry hooks compiled out) on MicroPython's
+# unix port with real sockets against a real mosquitto: the blocking client's will, status, QoS 0/1/2 both ways and
+# reconnect with resend, for MQTT 3.1 and 3.1.1 (the versions the profile has), as tests/test_unix_blocking.py runs
+# them on the full library.
 import pytest
 
 from tests import test_sim_board as flows
@@ -43,4 +44,4 @@ def test_reconnect_resumes_the_session_and_completes_every_flow(make_broker, boa
 def test_the_mqtt311_tree_is_one_bundle_without_mqtt5(tmp_path):
     import os
     unixport.tree(os.path.join(APPS, "qos.py"), str(tmp_path), "esp32-mqtt311", {"VERSION": 4})
-    assert sorted(os.listdir(tmp_path / "lib" / "tinymqtt")) == ["__init__.mpy"]
+    assert sorted(os.listdir(tmp_path / "lib" / "tinymqtt")) == ["__init__.mpy", "reasons.mpy"]

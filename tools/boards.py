@@ -13,7 +13,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PATH = os.path.join(REPO, "boards.toml")
 ARCHES = ("x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa", "xtensawin",
           "rv32imc", "rv64imc")
-HOST_ONLY = ("tinymqtt/cli.py", "tinymqtt/__main__.py")  # the library files a board never gets (and cli_*.py)
 
 
 class BoardError(ValueError):
@@ -41,9 +40,7 @@ class Board:
     config: dict = field(default_factory=dict)  # extra config.py values
     profile: str = "full"  # the profile whose files `lib` holds
     bundle: list = field(default_factory=list)  # library modules deploy concatenates into tinymqtt/__init__
-    lazy_bundle: list = field(default_factory=list)  # ... and into the first one's file, loaded on first use
-    short_errors: bool = False  # library error text becomes packet name or number in the .mpy (tools/deploy/shorten.py),
-    # and the text-only modules (TEXT_ONLY) stay off the board
+    short_errors: bool = False  # library error text becomes what it concerns, a number (tools/deploy/shorten.py)
 
     @property
     def port_module(self):
@@ -141,13 +138,10 @@ class Profile:
     leaves_out: list  # what a board on this profile cannot do, in words
     session: dict = field(default_factory=dict)  # Session options that replace the board's (smaller buffers)
     bundle: list = field(default_factory=list)  # the modules tools/deploy loads as one (tools/deploy/bundle.py)
-    lazy_bundle: list = field(default_factory=list)  # ... and those it loads as one more, on first use
 
 
 def _check_lib(path, name, lib, repo):
     for m in lib:
-        if m in HOST_ONLY or m.startswith("tinymqtt/cli_"):
-            _fail(path, name, "lib", "%s is host-only (the CLI): a board never gets it" % m)
         if not m.endswith(".py") or not os.path.isfile(os.path.join(repo, "lib", m)):
             _fail(path, name, "lib", "lib/%s does not exist" % m)
 
@@ -162,8 +156,8 @@ def _check_profiles(path, t, repo):
             raise BoardError("%s: [%s]: a profile is a table named with lower-case letters, digits and _"
                              % (path, where))
         for key in p:
-            if key not in ("description", "lib", "leaves_out", "bundle", "lazy_bundle") + SESSION_KEYS:
-                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out, bundle, lazy_bundle "
+            if key not in ("description", "lib", "leaves_out", "bundle") + SESSION_KEYS:
+                _fail(path, where, key, "unknown key (a profile has description, lib, leaves_out, bundle "
                       "and Session options: %s)" % ", ".join(SESSION_KEYS))
             if key in SESSION_KEYS:
                 why = KEYS[key][0](p[key])
@@ -171,7 +165,7 @@ def _check_profiles(path, t, repo):
                     _fail(path, where, key, why)
         if "lib" not in p:
             _fail(path, where, "lib", "missing (a profile is its file set)")
-        for key in ("lib", "leaves_out", "bundle", "lazy_bundle"):
+        for key in ("lib", "leaves_out", "bundle"):
             why = _str_list(p.get(key, []))
             if why and p.get(key) != []:
                 _fail(path, where, key, why)
@@ -180,15 +174,8 @@ def _check_profiles(path, t, repo):
             if m not in p["lib"] or m == "tinymqtt/__init__.py":
                 _fail(path, where, "bundle", "%s is not one of the profile's lib modules (other than the package's "
                       "__init__.py, which the bundle becomes)" % m)
-        lazy = p.get("lazy_bundle", [])
-        for m in lazy:
-            if m not in p["lib"] or m == "tinymqtt/__init__.py" or m in p.get("bundle", []):
-                _fail(path, where, "lazy_bundle", "%s is not one of the profile's lib modules outside its bundle (and "
-                      "other than the package's __init__.py)" % m)
-        if lazy and (len(lazy) < 2 or not p.get("bundle")):
-            _fail(path, where, "lazy_bundle", "needs two modules or more, and a bundle (whose __getattr__ loads it)")
         out[name] = Profile(name, p.get("description", name), list(p["lib"]), list(p.get("leaves_out", [])),
-                            {k: p[k] for k in SESSION_KEYS if k in p}, list(p.get("bundle", [])), list(lazy))
+                            {k: p[k] for k in SESSION_KEYS if k in p}, list(p.get("bundle", [])))
     if DEFAULT_PROFILE not in out:
         raise BoardError("%s: no [profile.%s] (the file set a board gets by default)" % (path, DEFAULT_PROFILE))
     return out
@@ -240,7 +227,6 @@ def _check_board(path, name, t, repo, profiles=None):
         mpy_cross=list(t["mpy_cross"]),
         lib=on_board(t["lib"] if "lib" in t else profiles[DEFAULT_PROFILE].lib, t.get("short_errors", False)),
         bundle=[] if "lib" in t else list(profiles[DEFAULT_PROFILE].bundle),
-        lazy_bundle=[] if "lib" in t else list(profiles[DEFAULT_PROFILE].lazy_bundle),
         heap_budget=t["heap_budget"],
         max_packet_size=t["max_packet_size"], out_size=t["out_size"], max_inflight=t["max_inflight"],
         receive_maximum=t["receive_maximum"], topic_alias_maximum=t["topic_alias_maximum"],
@@ -248,13 +234,10 @@ def _check_board(path, name, t, repo, profiles=None):
         short_errors=t.get("short_errors", False))
 
 
-TEXT_ONLY = ("tinymqtt/reasons.py",)  # reason names for error text: the code stays, the name is only words
-
-
 def on_board(lib, short_errors):
-    """The library modules a board gets: with short error text, none that only words need (MQTTError says
-    "(0x97)" where it would say "(0x97 Quota exceeded)")."""
-    return [m for m in lib if not (short_errors and m in TEXT_ONLY)]
+    """The library modules a board gets: all of its profile's (short error text keeps reasons.py, the names of
+    the reason codes an error shows)."""
+    return list(lib)
 
 
 def parse(text, path="boards.toml", repo=REPO):
@@ -310,7 +293,6 @@ def get(name, path=DEFAULT_PATH, profile=None):
         raise BoardError("%s: no profile %r (profiles: %s)" % (path, profile, ", ".join(sorted(known))))
     p = known[profile]
     return dataclasses.replace(board, lib=on_board(p.lib, board.short_errors), profile=profile, bundle=list(p.bundle),
-                               lazy_bundle=list(p.lazy_bundle),
                                **p.session)
 
 

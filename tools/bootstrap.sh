@@ -53,11 +53,13 @@ fi
 #    ~/.cache/tinymqtt (cached by the tarballs' hash and the library's content; tools/mp32.py says more).
 .venv/bin/python -m tools.mp32
 
-# 5. This checkout on .venv's path (a .pth file, offline, no build step), so `.venv/bin/python -m tinymqtt`
-#    works after `make test` / `make demo`; users outside the checkout `pip install .` instead (README).
+# 5. This checkout on .venv's path (a .pth file, offline, no build step): the core (lib), the Linux port and the
+#    host packages (host: `.venv/bin/python -m tinymqtt_cli` works after `make test` / `make demo`); users outside
+#    the checkout `pip install .` instead (README).
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 want="$(pwd)/lib
-$(pwd)/ports/linux"
+$(pwd)/ports/linux
+$(pwd)/host"
 if [ "$(cat "$site/tinymqtt-checkout.pth" 2>/dev/null)" != "$want" ]; then
     printf '%s\n' "$want" >"$site/tinymqtt-checkout.pth"
 fi

@@ -1,8 +1,9 @@
 # How many bytes of .mpy each profile costs a board: the profile's library files exactly as tools/deploy writes
 # them (the board's mpy-cross flags, short error text where the board asks, the profile's bundle as the one
-# file tinymqtt/__init__.py it is, its lazy bundle as its first module's file), and prints bytes per file and the total.
+# file tinymqtt/__init__.py it is), and prints bytes per file and the total.
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
 #   python -m tools.size --functions lib/tinymqtt/session.py   bytes per function: what emptying each one saves
+#   python -m tools.size --transforms   what each of deploy's transforms is worth: the total without it, minus with it
 import argparse
 import ast
 import json
@@ -18,7 +19,7 @@ REPO = boards_mod.REPO
 
 def profile_sizes(board_name="esp32", profile="full"):
     """{module: .mpy bytes} for the profile's library files (lib/tinymqtt/*) as deploy writes them: a bundle is
-    "tinymqtt/__init__.py" (what it holds: bundled(board_name, profile)), a lazy bundle its first module."""
+    "tinymqtt/__init__.py" (what it holds: bundled(board_name, profile))."""
     board = boards_mod.get(board_name, profile=profile)
     with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
         return {dest[4:-4] + ".py": len(data) for dest, data, _ in library_files(board, tmp)}
@@ -56,13 +57,42 @@ def function_sizes(path, board_name="esp32"):
     return base, sorted(out, reverse=True)
 
 
+def transform_sizes(board_name="esp32", profiles=None, transforms=None):
+    """{transform: {profile: bytes}}: how many bytes of .mpy each profile gains when deploy builds it without that
+    one transform (tools.deploy.TRANSFORMS), the others on; "all" maps to the totals with every one on."""
+    import tools.deploy as deploy
+    profiles = profiles or list(boards_mod.profiles())
+
+    def totals():
+        return {p: sum(profile_sizes(board_name, p).values()) for p in profiles}
+    out = {"all": totals()}
+    try:
+        for t in transforms or deploy.TRANSFORMS:
+            deploy.WITHOUT.clear()
+            deploy.WITHOUT.add(t)
+            out[t] = {p: n - out["all"][p] for p, n in totals().items()}
+    finally:
+        deploy.WITHOUT.clear()
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tools.size", description=__doc__)
     ap.add_argument("--board", default="esp32")
     ap.add_argument("--profile", action="append", help="default: every profile in boards.toml")
     ap.add_argument("--json", action="store_true", help="print {profile: {module: bytes}}")
     ap.add_argument("--functions", metavar="FILE", help="bytes per function of one library module")
+    ap.add_argument("--transforms", action="store_true", help="bytes each of deploy's transforms saves per profile")
     a = ap.parse_args(argv)
+    if a.transforms:
+        rows = transform_sizes(a.board, a.profile)
+        names = list(rows["all"])
+        print("%-26s" % ("%s .mpy bytes" % a.board) + "".join("%10s" % p for p in names))
+        print("%-26s" % "all transforms on" + "".join("%10d" % rows["all"][p] for p in names))
+        for t, row in rows.items():
+            if t != "all":
+                print("%-26s" % ("without %s" % t) + "".join("%+10d" % row[p] for p in names))
+        return 0
     if a.functions:
         base, rows = function_sizes(a.functions, a.board)
         print("%s: %d bytes of .mpy (%s)" % (a.functions, base, a.board))
@@ -87,8 +117,6 @@ def main(argv=None):
         b = boards_mod.get(a.board, profile=p)
         if b.bundle:
             print("%s: tinymqtt/__init__.py is the bundle of %s" % (p, " ".join(m[9:-3] for m in b.bundle)))
-        if b.lazy_bundle:
-            print("%s: %s is the lazy bundle of %s" % (p, b.lazy_bundle[0], " ".join(m[9:-3] for m in b.lazy_bundle)))
     return 0
 
 

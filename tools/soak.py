@@ -176,7 +176,7 @@ async def main():
     s.outlen = 0
     feed(b"\x20\x03\x00\x00\x00")
     for i in range(s.flights.size):  # the SUBSCRIBEs' packet ids (CONTROL slots)
-        if s.flights.state[i] == 6:
+        if s.flights.state[i] == 8:  # CONTROL (tinymqtt/inflight.py)
             pid = s.flights.pid[i]
             feed(bytes([0x90, 4, pid >> 8, pid & 255, 0, 2]))
     ipid = 0

@@ -5,11 +5,11 @@
 # most Receive Maximum received messages, each acknowledged (QoS 1/2) only when the application takes it.
 import asyncio
 try:
-    from ucollections import namedtuple  # the builtin: a build may freeze a collections package over it (~0.8 KB)
+    from ucollections import namedtuple  # the builtin, even where a build freezes a collections package over it
 except ImportError:  # CPython
     from collections import namedtuple
 
-from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost
+from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost, const
 import tinymqtt.app_acks  # (its session acknowledges what messages() hands out: loaded with the client, not by it)
 
 
@@ -17,10 +17,13 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 # What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
 # awaiting it allocates nothing and cannot fail. (CPython: None)
 _YIELD = getattr(asyncio, "SingletonGenerator", None)
+_PUBLISH = const(3)  # the session's event for a received message (a packet type: tinymqtt.wire's NAMES)
+# What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
+_UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every slot was taken)
+_UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
-# (Its fields in a list: a tuple of str literals would be a constant of str objects on a board's heap.)
 Message = namedtuple("Message", ["topic", "payload", "qos", "retain", "dup", "pid", "props"])
 
 
@@ -45,9 +48,8 @@ class AsyncClient(Driver):
         # One Event for every wait: messages() for a message, connect() for CONNACK or an end of the link that
         # stops it, flows awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its own packet
         # id in _done), publish() waiting for a free in-flight slot, the reader parked behind a full inbox. Set at
-        # every session event, every end of a link, and when a full inbox frees a place: neither a flow nor a
-        # kind of wait costs an Event of its own (64 B of 32-bit heap each), and each waiter checks its own
-        # condition again.
+        # every session event, every end of a link, and when a full inbox frees a place; each waiter then checks
+        # its own condition again (docs/size.md: why not an Event per flow).
         self._changed = asyncio.Event()
 
     _closed = False
@@ -62,7 +64,7 @@ class AsyncClient(Driver):
         if self.transport:  # (else e.g. TLS 1.3: a refused client certificate shows at the first write)
             self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._ticker()))
             try:
-                await asyncio.wait_for(self._result(-2, 0), timeout)
+                await asyncio.wait_for(self._result(_UNTIL_CONNACK, 0), timeout)
             except asyncio.TimeoutError:  # (an end of the link: on_disconnect hears it, as from the blocking client)
                 self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             if self.is_connected():
@@ -131,13 +133,12 @@ class AsyncClient(Driver):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
         (0, or 0x10 no matching subscribers), and raises NotDelivered when the server refused the message or it
         was lost with a session the server no longer has; else returns None once the message is written
-        (publish_nowait() gives its packet id). No coroutine of its own (each would cost heap on MicroPython):
-        QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
+        (publish_nowait() gives its packet id). No coroutine of its own: QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
         yield, no coroutine: await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
         around it)."""
         pid = self.session.publish(topic, payload, qos, retain, props)
         if pid < 0:  # every in-flight slot is taken
-            return self._result(-1, (topic, payload, qos, retain, props, wait))
+            return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
         return self.flush(pid if qos and wait else 0)
 
     async def subscribe(self, topic, qos=0, handler=None, props=None):
@@ -176,7 +177,7 @@ class AsyncClient(Driver):
 
     # `async for msg in client.messages()`: the messages no subscribe(handler=...) claimed, oldest first; at most
     # Receive Maximum are held (see __init__). Each msg is a Message the application may keep. The client is its
-    # own iterator: MicroPython has no async generators, and a class of its own would cost heap.
+    # own iterator: MicroPython has no async generators.
     messages = __aiter__
 
     async def __anext__(self):
@@ -206,26 +207,26 @@ class AsyncClient(Driver):
         # flow of pid ended: a reason code, SUBACK/UNSUBACK's codes, or None (the client closed, also before the
         # flow began, or its slot went with the link without an ack: a SUBSCRIBE the new connection makes again);
         # raises NotDelivered for a refused or lost message. pid 0: only the drain (_done never holds 0).
-        # pid -1: every in-flight slot was taken; arg: publish()'s arguments, published again after a change.
-        # pid -2: connect()'s wait, until CONNACK or the end of the link (connect() raises its error, as the
-        # blocking client's does, also with reconnect: the reader task has not reconnected yet).
+        # _UNTIL_FREE_SLOT: every in-flight slot was taken; arg: publish()'s arguments, published again after a
+        # change. _UNTIL_CONNACK: connect()'s wait, until CONNACK or the end of the link (connect() raises its
+        # error, as the blocking client's does, also with reconnect: the reader task has not reconnected yet).
         while pid < 0:
-            if pid == -2 and (self.is_connected() or not self.transport):
+            if pid == _UNTIL_CONNACK and (self.is_connected() or not self.transport):
                 return
-            if not (self.transport or self.reconnect):  # -1: no slot frees without a link: the message is not queued
+            if not (self.transport or self.reconnect):  # no slot frees without a link: the message is not queued
                 raise ConnectionLost(0x80, "not connected (reconnect=False): %s" % (self.last_error or "closed"))
             await self._next_change()
-            if pid == -1:
+            if pid == _UNTIL_FREE_SLOT:
                 return await self.publish(*arg)
-        try:  # (one try: each nested one, or one more local, makes every awaited flow's coroutine larger)
+        try:
             await arg
             # (a link gone with reconnect off ends the wait too: no outcome can come, the session keeps the flow)
             while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0 \
                     and (self.transport or self.reconnect):
                 await self._next_change()  # (no await since the check: a completion cannot slip in between)
         except _LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
-            self._close(e)  # it is awaited on (a second coroutine only on this path: a nested try would make every
-            if pid:  # flow's coroutine larger)
+            self._close(e)  # it is awaited on
+            if pid:
                 return await self._result(pid, self._changed.wait())
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)
@@ -282,8 +283,7 @@ class AsyncClient(Driver):
             await _sleep_ms(max(10, min(wait, 1000)))
 
     def _event(self, ev, value, reason):
-        # (3: PUBLISH, tinymqtt.packets' type; a literal: no const to import, which would cost aio.mpy a global)
-        if ev == 3:  # the session reuses the message and its buffer once this returns: keep a copy
+        if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
             box = self._inbox
             n = self._inbox_n
             m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,

@@ -1,10 +1,8 @@
 # Inbound QoS 1/2 messages the application acknowledges itself, for a Session (or Session5) built with them:
 # manual_ack=True (every one, by ack()), or manual_ack=None (the asyncio client's: those no handler takes, once
 # the application has taken them from its queue). Loaded only by a session that asks for it;
-# profile mqtt311 ships without it. What a held message's flow does (Session owns the rest):
-#   PUBLISH --> HELD (delivered; _held[pid] = QoS) --ack()--> QoS 1: PUBACK, gone; QoS 2: PUBREC, Session's table
-#   a PUBLISH for a held id is a resend: never delivered twice; a PUBREL for one is a protocol error;
-#   a new session forgets every held message (acking one then sends nothing).
+# profile mqtt311 ships without it. A held message's flow is the HELD state of session.py's inbound table: its
+# sessions take a new QoS 1/2 message to HELD (deliver, hold the ack) instead of acknowledging it at once.
 # A message kept from a lost session must acknowledge nothing once the new session reuses its packet id for
 # another. Each new session has a new _held table, and with manual_ack each Packet delivered carries _era, the
 # table of the session it came in (compared by identity: no counter to keep); a driver that hands out its own
@@ -18,6 +16,25 @@ _V5 = const(5)
 _PUBLISH = const(3)
 _PUBACK = const(4)
 _PUBREC = const(5)
+_IN_NONE = const(0)  # session.py's inbound states, events and actions
+_IN_RECEIVED = const(1)
+_IN_HELD = const(2)
+_IN_QOS1 = const(1)
+_IN_QOS2 = const(2)
+_IN_PUBREL = const(3)
+_IN_ACK_QOS1 = const(4)
+_IN_ACK_QOS2 = const(5)
+_IN_HOLD = const(2)
+
+
+def _with_held(inbound):
+    """Session's inbound table (session._INBOUND) with this module's rows: a new QoS 1/2 message is HELD, its ack
+    the application's (and so is one that reuses the id of an open QoS 2 flow)."""
+    t = dict(inbound)
+    t[_IN_NONE << 4 | _IN_QOS1] = _IN_HELD << 4 | _IN_HOLD
+    t[_IN_NONE << 4 | _IN_QOS2] = _IN_HELD << 4 | _IN_HOLD
+    t[_IN_RECEIVED << 4 | _IN_QOS1] = _IN_HELD << 4 | _IN_HOLD
+    return t
 
 
 class AppAcks:
@@ -31,7 +48,7 @@ class AppAcks:
     def __init__(self, *args, manual_ack=False, **options):
         self._base.__init__(self, *args, **options)
         self.manual_ack = manual_ack
-        self.hold_pubrel = None  # (here, not in the class: its dict then fits a 12-entry table, not 17)
+        self.hold_pubrel = None
         self._held = {}  # pid -> QoS (or a driver's copy of the message): delivered, awaiting the application's ack
 
     def ack(self, msg):
@@ -42,35 +59,34 @@ class AppAcks:
         return h is not msg and (not isinstance(h, int) or getattr(msg, "_era", e) is not e) or self._pay(msg.pid)
 
     def _pay(self, pid):
-        # ack() by packet id; also the ack _on_publish owed when a handler had filled `out` (Session.received)
+        # ack() by packet id (the table's HELD --ack()--> row); also the ack _on_publish owed when a handler had
+        # filled `out` (Session.received)
         q = self._held.get(pid)
         if not q:  # (a held QoS is 1 or 2, a copy a tuple: never false)
             return True  # not ours any more (the session was lost), or already acknowledged
         if len(self.out) - self.outlen < 8:
             return False
-        del self._held[pid]
         if not isinstance(q, int):  # a driver's copy
             q = q.qos
-        if q == 2:
+        row = self._inbound[_IN_HELD << 4 | (_IN_ACK_QOS1 if q == 1 else _IN_ACK_QOS2)]  # to NONE, or RECEIVED
+        del self._held[pid]
+        if row >> 4 != _IN_NONE:
             self._rx_add(pid)
         self._send(_PUBACK if q == 1 else _PUBREC, pid, 0)
         return True
 
-    def _on_publish(self, p):
-        q = p.qos
+    def _in_state(self, pid):
+        return _IN_HELD if pid in self._held else self._base._in_state(self, pid)
+
+    def _hold(self, p):
+        # The table's NONE --PUBLISH QoS 1/2--> HELD: delivered, its ack waits for the application.
         pid = p.pid
         held = self._held
-        if pid in held:  # a resend of a message the application holds (QoS 0 has pid 0, which is never held)
-            if not p.dup:
-                self.reused += 1
-            return
-        if not q or (q == 2 and pid in self._rx_pid):  # QoS 0, or a resend past our PUBREC: Session's
-            return self._base._on_publish(self, p)  # (Session's: Session5 has none)
         rm = self.receive_maximum
         if len(held) >= (rm if self.version == _V5 else max(64 * rm, 1024)):
             raise RemoteProtocolError(0x93, "server exceeded our Receive Maximum of %d (%d messages unacknowledged)"
                                       % (rm, len(held)))
-        held[pid] = q
+        held[pid] = p.qos
         if self.manual_ack:
             p._era = held
             self._deliver(p)
@@ -79,14 +95,14 @@ class AppAcks:
             self._owed = pid  # (or once `out` is written: the handler filled it)
 
     def _pubrel(self, pid):
-        if pid in self._held:
+        if (self._in_state(pid) << 4 | _IN_PUBREL) not in self._inbound:  # HELD: before our PUBREC
             raise protocol_error("PUBREL for packet id %d before our PUBREC" % pid)
         if not self.hold_pubrel or not self.hold_pubrel(pid):
             self.complete(pid)
 
-    def _packet(self, buf, pos, total, pid, reason):
+    def _packet(self, buf, pos, total):
         self.parked = self.hold and buf[pos] >> 4 == _PUBLISH  # parked, untouched, until the application takes one
-        return self.parked or self._base._packet(self, buf, pos, total, pid, reason)
+        return self.parked or self._base._packet(self, buf, pos, total)
 
     def tick(self, now):
         if self.parked and self.pinging:  # its PINGRESP may wait behind a message nobody took yet: the deadline
@@ -110,4 +126,5 @@ def extended(base):
     c = _made.get(base)
     if not c:
         c = _made[base] = type(base.__name__, (AppAcks, base), {"_base": base})
+        c._inbound = _with_held(base._inbound)
     return c

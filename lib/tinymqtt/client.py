@@ -5,6 +5,13 @@
 from tinymqtt.driver import Driver, _LINK_ERRORS, ticks_diff, ConnectionLost, LocalProtocolError, const
 
 _APP_ACKS = const(1)  # const(0) in a board build without tinymqtt/app_acks.py (tools/deploy/features.py)
+_CONNECTED = const(2)  # Session.state
+# What wait_for() may wait for besides a packet id's flow (packet ids are 1-65535)
+_UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees (publish() with every slot taken)
+_UNTIL_CONNACK = const(-2)  # the CONNACK (connect()); raises the link's error if it closes first
+# What _io() does besides one turn of the loop of at most ms >= 0
+_FLUSH = const(-1)  # write what is pending
+_OPEN = const(-2)  # open the connection: CONNECT goes out, CONNACK comes in a later turn
 
 
 class Client(Driver):
@@ -15,8 +22,8 @@ class Client(Driver):
 
     def connect(self, timeout=10):
         """Opens the connection and waits for CONNACK; raises ConnectError when the server refuses."""
-        self._io(-2)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by wait_for()
-        if not self.wait_for(-2, timeout):
+        self._io(_OPEN)  # a failure (e.g. TLS 1.3: a refused client certificate) is raised by wait_for()
+        if not self.wait_for(_UNTIL_CONNACK, timeout):
             self._close(ConnectionLost(0x88, "no CONNACK within %.1f s" % timeout))
             raise self.last_error
         return self.session.session_present
@@ -40,44 +47,49 @@ class Client(Driver):
                 pid = s.publish(topic, payload, qos, retain, props)
                 if pid >= 0:
                     break
-            if not self.wait_for(-1, timeout):
+            if not self.wait_for(_UNTIL_FREE_SLOT, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)
-            self._io(-1)
+            self._io(_FLUSH)
         return pid
 
     def wait_for(self, pid, timeout=30):
         """Waits until the QoS 1/2 flow of packet id pid ends. True: the server acknowledged it; False: still
         in flight after timeout. Raises NotDelivered (with the reason code) when the server refused it or it
         was lost with the session, and ConnectionLost when the link died with reconnect=False."""
-        # (Inside the client pid may also be -1: until an in-flight slot is free; -2: until CONNACK, raising
-        # the link's error if it closes; -3: loop(), one turn. A SUBSCRIBE's or UNSUBSCRIBE's returns its ack's
-        # codes, or True when its slot went with the link: the new connection asks again.)
+        # (Inside the client pid may also be _UNTIL_FREE_SLOT or _UNTIL_CONNACK. A SUBSCRIBE's or UNSUBSCRIBE's
+        # returns its ack's codes, or True when its slot went with the link: the new connection asks again.)
         f = self.session.flights
-        c = self._ms
-        ms = c.get(timeout)  # seconds -> ms once per distinct timeout: float arithmetic allocates
-        if ms is None:
-            ms = int(timeout * 1000)
-            if len(c) < 8:
-                c[timeout] = ms
-        if pid == -3:
-            return self._io(ms)
+        ms = self._millis(timeout)
         start = self.p.ticks_ms()
         while True:
             if pid >= 0 and f.find(pid) < 0:
                 return getattr(self._outcome(pid), "codes", True)  # (a SUBSCRIBE's: its SUBACK's)
-            if not self.transport and (pid == -2 or not self.reconnect):
+            if not self.transport and (pid == _UNTIL_CONNACK or not self.reconnect):
                 e = self.last_error  # connecting: the link's error; else a ConnectionLost (none will come back)
-                if pid == -2:
+                if pid == _UNTIL_CONNACK:
                     raise e
                 raise ConnectionLost(getattr(e, "reason", 0x80), "not connected (reconnect=False): %s"
                                      % (e or "disconnect() was called"))
-            if f.count < f.size if pid == -1 else pid == -2 and self.session.state == 2:  # (CONNECTED)
+            if pid == _UNTIL_FREE_SLOT:
+                if f.count < f.size:
+                    return True
+            elif pid == _UNTIL_CONNACK and self.session.state == _CONNECTED:
                 return True
             left = ms - ticks_diff(self.p.ticks_ms(), start)
             if left <= 0:
                 return False
             self._io(left)
+
+    def _millis(self, timeout):
+        # seconds -> ms, computed once per distinct timeout: a loop() with the heap locked must not compute it
+        c = self._ms
+        ms = c.get(timeout)
+        if ms is None:
+            ms = int(timeout * 1000)
+            if len(c) < 8:
+                c[timeout] = ms
+        return ms
 
     _ms = {}  # timeouts in ms, by their value in seconds (one table: they mean the same to every client)
 
@@ -107,9 +119,9 @@ class Client(Driver):
             a = getattr(self.session, "ack", None)
             if a:
                 while not a(message):  # False: `out` is full, written first
-                    self._io(-1)
+                    self._io(_FLUSH)
                 if not self.batch:
-                    self._io(-1)
+                    self._io(_FLUSH)
 
     # ---------------------------------------------------------------- the loop
 
@@ -118,17 +130,17 @@ class Client(Driver):
     def loop(self, timeout=1):
         """Handles traffic for at most timeout seconds (returns after the first read that brings data):
         reads, keep-alive, retries, reconnects. Allocates nothing in steady state (MicroPython too)."""
-        self.wait_for(-3, timeout)
+        self._io(self._millis(timeout))
 
     def loop_forever(self):
         while self.transport or self.reconnect:
             self._io(1000)
 
     def _io(self, ms):
-        # Every use of the link goes through here. ms >= 0: one loop() of at most ms (offline: the reconnect once
-        # its backoff is due); -1: flush; -2: open the connection. Whatever ends the link (a transport error, a
-        # protocol error, a dead link) closes it here; the session keeps its state and the next loop()
-        # reconnects after the backoff. (One method taking an int: a bound method or a closure would allocate.)
+        # Every use of the link goes through here: ms >= 0, one turn of the loop of at most ms (offline: the
+        # reconnect once its backoff is due); _FLUSH, write what is pending; _OPEN, open the connection. Whatever
+        # ends the link (a transport error, a protocol error, a dead link) closes it here; the session keeps its
+        # state and the next loop() reconnects after the backoff.
         s = self.session
         p = self.p
         t = self.transport
@@ -147,8 +159,8 @@ class Client(Driver):
                         import time
                         time.sleep(min(due, ms) / 1000)
                         return
-                    ms = -2
-            if ms == -2:
+                    ms = _OPEN
+            if ms == _OPEN:
                 p.network_up()
                 s.connect(p.ticks_ms())  # first: a CONNECT we may not send (3.1 without a client id) opens no socket
                 self.transport = p.open(self.host, self.port, self.tls)

@@ -17,7 +17,8 @@ from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, L
 from tinymqtt.session import Session, ticks_diff, const  # (the clients import these and the errors from here)
 from random import getrandbits  # (the boards' MicroPython has it: esp32, rp2, unix, webassembly)
 
-# session events (tinymqtt.packets' packet types, and session.LOST) and Session.state, inlined by MicroPython
+# session events (packet types, named by tinymqtt.wire's NAMES, and session.LOST) and Session.state: copies that
+# tests/test_names.py checks against their sources
 _CONNACK = const(2)
 _PUBLISH = const(3)
 _PUBCOMP = const(7)
@@ -35,8 +36,7 @@ _GONE = const(0x180)  # in Driver._done: a message lost with the session (NotDel
 def new_session(on_event, **options):
     """A session for options["version"]: 5, the default (tinymqtt.session5, loaded only then), 4 (3.1.1) or 3 (3.1),
     extended by app_acks.py when the application acknowledges messages itself: manual_ack=True (every one, by
-    ack()) or None (the asyncio client's: those no handler takes, once taken from its queue); False: none.
-    (No default argument for version: its tuple would cost board heap.)"""
+    ack()) or None (the asyncio client's: those no handler takes, once taken from its queue); False: none."""
     S = Session
     if _MQTT5 or _APP_ACKS:
         try:
@@ -84,8 +84,8 @@ class Driver:
         self.p = port_impl
         self.session = new_session(self._event, **options)
         # packet id -> how its flow ended, for wait_for() and await: a SUBACK/UNSUBACK or a reason code while
-        # someone awaits it (... until then: Ellipsis, a constant that costs no global), and the reason code of
-        # every QoS 1/2 message refused (_GONE: lost), kept until asked
+        # someone awaits it (... until then), and the reason code of every QoS 1/2 message refused (_GONE: lost),
+        # kept until asked
         self._done = {}
         self._next_try = port_impl.ticks_ms()  # when the next reconnect may start
 
@@ -95,8 +95,8 @@ class Driver:
                 self.on_message(value)
             return
         if ev == _CONNACK:
-            if self._delay:  # (only a lost link set it: a first connection keeps the instance dict at 12 entries,
-                self._delay = 0  # a full 12-slot table; a 13th makes it 17 slots, 40 B more of 32-bit heap)
+            if self._delay:  # a connection is up: the next lost link starts the backoff again
+                self._delay = 0
             if self.on_connect:
                 self.on_connect(value)
         elif _MQTT5 and ev == _AUTH and self.on_auth:

@@ -2,13 +2,11 @@
 # RemoteProtocolError: the peer sent something the spec forbids (close that connection).
 # LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
 # Every class costs a board heap (a type object and its dict), so the subclasses are made by type(), which
-# spares each a class body, and share MQTTError's __init__ and __str__.
+# spares each a class body, and share MQTTError's __init__, __str__ and __repr__.
 try:
     from micropython import const  # (the library's modules import it from here; on CPython: int)
 except ImportError:
     const = int
-
-_REASONS = const(1)  # const(0) in a board build without tinymqtt/reasons.py (tools/deploy/features.py)
 
 
 class MQTTError(Exception):
@@ -20,14 +18,15 @@ class MQTTError(Exception):
         self.pid = pid
 
     def __str__(self):
-        # "message (0x81 malformed packet)"; a board leaves the names out (reasons.py): "PUBLISH (0x81)"
-        if _REASONS:
-            try:
-                from tinymqtt.reasons import describe
-                return describe(self)
-            except ImportError:
-                pass
-        return "%s (0x%02X)" % (self.msg, self.reason)
+        # "0x81 malformed packet (PUBLISH with QoS 3, or DUP on QoS 0)": the reason code, its name in the spec, the
+        # message. reasons.py holds the names and loads only when an error is shown.
+        from tinymqtt.reasons import describe
+        return describe(self)
+
+    def __repr__(self):
+        # MicroPython prints an uncaught error with its repr where CPython uses str: the same line on both,
+        # "ConnectError: 0x87 not authorized (CONNACK)".
+        return "%s: %s" % (type(self).__name__, self)
 
 
 # One bases tuple and one class dict for the five: MicroPython's type() keeps the dict it is given (CPython's

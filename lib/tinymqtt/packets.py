@@ -4,11 +4,10 @@
 # received PUBLISH payload is a memoryview into the caller's buffer, valid until that buffer is reused.
 # Everything MQTT 5 adds (properties, reason codes after the fixed fields, subscription options) is props.py's,
 # loaded by v5() at the first v5 packet that needs it, so a 3.1.1 client never imports it. The server half
-# (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out) is host-only: tinymqtt/cli_codec.py, and so
-# is decode(), the general decoder of any packet into a new Packet (tools, tests). Importing cli_codec.py makes
-# packets.encode write both halves and adds packets.decode.
+# (CONNECT, SUBSCRIBE, UNSUBSCRIBE in; CONNACK, SUBACK, UNSUBACK out; decode() of any packet into a new Packet) is
+# host-only, outside lib/: host/tinymqtt_cli/server_codec.py, built on this module's functions.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const, protocol_error  # (const: micropython's)
-from tinymqtt.wire import put, _put_str, utf8, _vbi_len
+from tinymqtt.wire import NAMES, put, _put_str, utf8, _vbi_len  # (NAMES: the packet types' names, here too)
 
 # read_publish's cache of the last 8 new topics, a ring: [k] a topic's bytes, [k + 8] the same topic as str (b""
 # matches no topic), [16] the slot of the oldest, which the next new topic takes. CPython decodes each topic, which
@@ -25,22 +24,13 @@ _UNSUBSCRIBE = const(10)
 _UNSUBACK = const(11)
 _PINGREQ = const(12)
 _AUTH = const(15)
-# A board build whose file set lacks tinymqtt/props.py (profile mqtt311), or lacks the host-only cli_codec.py (every
-# board), has these written const(0) by tools/deploy/features.py: the compiler drops what they guard.
+# A board build whose file set lacks tinymqtt/props.py (profile mqtt311) has this written const(0) by
+# tools/deploy/features.py: the compiler drops what it guards.
 _MQTT5 = const(1)
-_HOST = const(1)
 _V31 = const(3)
 _V311 = const(4)
 _V5 = const(5)
-# The packet types' names, for messages (NAMES.split()[t]) and __getattr__: one str costs less .mpy and board
-# heap than a list of 16 qstrs (13 B, ~80 B); splitting allocates, but only for an error or a lookup.
-NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
-         "PINGREQ PINGRESP DISCONNECT AUTH")
-# The fixed header flags of each packet type but PUBLISH are 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE (bits 7, 9
-# and 11, one above each type), 0000 for the others: _FLAGS2 >> t & 2.
-_FLAGS2 = const(0xA80)
-# The largest packet the protocol can express, a 4-byte Remaining Length of 2**28 - 1: frame()'s default limit
-# (packets.MAX_PACKET for tools and tests once cli_codec.py is imported).
+# The largest packet the protocol can express, a 4-byte Remaining Length of 2**28 - 1: frame()'s default limit.
 _MAX_PACKET = const(268435460)
 
 
@@ -62,15 +52,12 @@ else:  # a board build whose file set lacks props.py (profile mqtt311)
 
 
 def __getattr__(name):
-    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5, made on use so that a board keeps no
-    # global for each (this module's code uses the private constants above, which MicroPython inlines); and
-    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone); and
-    # decode(), which is the host-only server half's. (A build without MQTT 5 refuses sub_options: v5() raises 0x84.)
+    # The packet types CONNECT..AUTH and the protocol levels V31, V311, V5 as public names, made on use from NAMES
+    # (this module's code uses the private const() copies above); and
+    # sub_options(), MQTT 5's subscription options byte, which is props.py's (3.x takes the QoS alone). (A build
+    # without MQTT 5 refuses sub_options: v5() raises 0x84.)
     if name == "sub_options":
         return v5().sub_options
-    if _HOST and name == "decode":  # any packet, the server's half too: host tools' (cli_codec.py; a board has none)
-        import tinymqtt.cli_codec  # (its install() sets this module's decode)
-        return globals()[name]
     n = (NAMES + " V31 V311 V5").split()  # (the levels 3, 4, 5 after the 16 types)
     if name in n[1:]:
         i = n.index(name)
@@ -82,10 +69,9 @@ class Packet:
     """One control packet. Defaults live on the class, so a packet holds only the fields it sets. A field that
     only decoding sets has none (a CONNACK's session_present, a received PUBLISH's alias, -1 without a Topic
     Alias), nor have CONNECT's, which the session always sets (client_id, clean, keepalive, will, username,
-    password; cli_codec.py gives them defaults for tools and tests), nor has SUBSCRIBE's and UNSUBSCRIBE's topics
-    ([(filter, options)], [filter]; encode() refuses a packet without them), which keeps the class dict at 12
-    entries (a full table; 13 would take 17 slots). A Will is a Packet(PUBLISH) with topic, payload, qos, retain
-    and props."""
+    password; server_codec gives them defaults for tools and tests), nor has SUBSCRIBE's and UNSUBSCRIBE's topics
+    ([(filter, options)], [filter]; encode() refuses a packet without them). A Will is a Packet(PUBLISH) with
+    topic, payload, qos, retain and props."""
     pid = 0
     reason = 0
     props = None
@@ -129,11 +115,11 @@ def read_packet(mv, pos, end, p, version):
     place: a CONNACK's flags and return code (p.session_present, p.reason), or a packet id (p.pid), then to its end
     what a client receives (MQTT 5's reason code and properties: props.tail; 3.x SUBACK's return codes: p.codes).
     Returns where the fields after the fixed ones start (the server half, which reads a CONNECT, SUBSCRIBE or
-    UNSUBSCRIBE on from there, gives an end just past the packet id: cli_codec.decode()). Raises
+    UNSUBSCRIBE on from there, gives an end just past the packet id: server_codec.decode()). Raises
     RemoteProtocolError."""
     t = p.type
     f = mv[pos] & 15
-    g = _FLAGS2 >> t & 2
+    g = (t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE) << 1  # the fixed header flags: 0010, else 0000
     if version == _V31:  # 3.1 leaves these bits unused, except QoS 1 on PUBREL, (UN)SUBSCRIBE
         f &= g and 6
     if not t or f != g:
@@ -142,7 +128,7 @@ def read_packet(mv, pos, end, p, version):
     i = pos + 2
     while mv[i - 1] >> 7:  # past the Remaining Length, which frame() checked
         i += 1
-    if 0xFFC >> t & 1:  # types 2-11, two bytes: CONNACK's flags and return code (v5: reason code), else a packet id
+    if _CONNACK <= t <= _UNSUBACK:  # two bytes: CONNACK's flags and return code (v5: reason code), else a packet id
         if i + 2 > end:
             raise RemoteProtocolError(0x81, "packet ends inside CONNACK's flags and return code, or the packet "
                                             "identifier")
@@ -187,7 +173,7 @@ def read_publish(mv, pos, end, p, version):
     str out), so a steady stream of messages builds no str."""
     f = mv[pos] & 15
     q = f >> 1 & 3
-    if 0xC3C0 >> f & 1:  # QoS 3 (flags 6, 7, 14, 15), or DUP on QoS 0 (8, 9)
+    if q == 3 or (f > 7 and not q):  # QoS 3, or DUP (bit 3 of the flags) on QoS 0
         raise RemoteProtocolError(0x81, "PUBLISH with QoS 3, or DUP on QoS 0")
     i = pos + 2
     while mv[i - 1] >> 7:  # past the Remaining Length, which frame() checked
@@ -270,15 +256,19 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     pl = len(payload)
     n = _put_str(None, 0, topic) + pl + (qos and 2)  # (refuses a topic MQTT cannot carry)
+    props5 = _MQTT5 and version == _V5 and (props or alias)  # MQTT 5 with properties (else an empty block)
     if _MQTT5 and version == _V5:
-        n += v5().put_publish(None, 0, props, alias)
-    pos = _put_str(buf, _header(buf, off, 0x30 | dup << 3 | qos << 1 | retain, n), topic)
+        n += v5().put_publish(None, 0, props, alias) if props5 else 1
+    pos = _put_str(buf, _header(buf, off, _PUBLISH << 4 | dup << 3 | qos << 1 | retain, n), topic)
     if qos:  # (written here, not by put(): this is every publish's path)
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF
         pos += 2
-    if _MQTT5 and version == _V5:
+    if props5:
         pos = P.put_publish(buf, pos, props, alias)  # P: loaded by the v5() just above
+    elif _MQTT5 and version == _V5:
+        buf[pos] = 0  # no properties
+        pos += 1
     buf[pos:pos + pl] = payload
     return pos + pl - off
 
@@ -291,8 +281,8 @@ def encode(buf, p, version=_V5, off=0):
         v5()  # (raises: this build has no MQTT 5)
     if t == _PUBLISH:
         return encode_publish(buf, version, p.topic, p.payload, p.qos, p.retain, p.dup, p.pid, p.props, 0, off)
-    # refused: a type outside 1-15, CONNACK, SUBACK, UNSUBACK (bits 2, 9, 11), AUTH below MQTT 5
-    if not 0 < t < 16 or 0xA04 >> t & 1 or (t == _AUTH and version < _V5):
+    # refused: a type outside 1-15, what only a server sends (CONNACK, SUBACK, UNSUBACK), AUTH below MQTT 5
+    if not 0 < t < 16 or t == _CONNACK or t == _SUBACK or t == _UNSUBACK or (t == _AUTH and version < _V5):
         raise LocalProtocolError(0x82, "a client at MQTT level %d never sends packet type %d" % (version, t))
     # Two passes over the body, one function for both: b None counts its bytes, then b = buf writes them after
     # the fixed header. The body: its fixed fields (CONNECT's protocol name, level, flags and keep alive; a packet
@@ -340,4 +330,5 @@ def encode(buf, p, version=_V5, off=0):
         if buf is None:
             return 1 + _vbi_len(pos) + pos
         b = buf
-        pos = _header(buf, off, t << 4 | _FLAGS2 >> t & 2, pos)
+        # the fixed header flags: 0010 for PUBREL, SUBSCRIBE and UNSUBSCRIBE, 0000 for the others
+        pos = _header(buf, off, t << 4 | (t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE) << 1, pos)

@@ -3,9 +3,9 @@
 # property block), the reason codes each packet may carry, and the v5 fields after a packet's fixed ones.
 # Properties travel as a dict {identifier: value}; User Property (and Subscription Identifier in PUBLISH) may
 # repeat, so their value is a list.
-from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import NAMES, const  # (const: micropython's, which makes the constants below literals)
-from tinymqtt.wire import put as put_int, _put_str, utf8
+from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError, const  # (const: micropython's,
+# which makes the constants below literals)
+from tinymqtt.wire import NAMES, put as put_int, _put_str, utf8
 
 # Value types (TABLE's low 4 bits): BYTE 1, BOOL 2 (a byte that must be 0 or 1), U16 3, U32 4, VBI 5, STR 6, BIN 7,
 # PAIR 8 (a User Property: two strings).
@@ -78,7 +78,7 @@ _MAX_VBI = const(268435455)
 
 def __getattr__(name):
     # The public names: WILL (0, the Will's property set), then P.USER_PROPERTY (0x26) and the rest of spec 2.2.2.2
-    # in identifier order (TABLE's keys). One text read on use, not 28 globals on a board's heap.
+    # in identifier order (TABLE's keys), each made on use.
     n = (" WILL PAYLOAD_FORMAT_INDICATOR MESSAGE_EXPIRY_INTERVAL CONTENT_TYPE RESPONSE_TOPIC CORRELATION_DATA"
          " SUBSCRIPTION_IDENTIFIER SESSION_EXPIRY_INTERVAL ASSIGNED_CLIENT_IDENTIFIER SERVER_KEEP_ALIVE"
          " AUTHENTICATION_METHOD AUTHENTICATION_DATA REQUEST_PROBLEM_INFORMATION WILL_DELAY_INTERVAL"
@@ -97,9 +97,9 @@ def sub_options(qos=0, no_local=False, retain_as_published=False, retain_handlin
 
 
 class Reader:
-    """Reads one packet's variable fields from a memoryview (MQTT 5's, and the server half's in cli_codec.py);
-    every overrun is a Malformed Packet (0x81). A 3.x client's packets have fixed layouts: packets.py reads them
-    in place."""
+    """Reads one packet's variable fields from a memoryview (MQTT 5's, and the server half's: the host's
+    tinymqtt_cli.server_codec); every overrun is a Malformed Packet (0x81). A 3.x client's packets have fixed
+    layouts: packets.py reads them in place."""
 
     def __init__(self, mv, pos, end):
         self.mv = mv

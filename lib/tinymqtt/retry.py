@@ -4,24 +4,23 @@
 # file out (profile mqtt311): its Session refuses retry_ms with 0x84 (tools/deploy/features.py, _RETRY).
 from tinymqtt.inflight import const, ticks_diff
 
-_RESEND = const(2)  # inflight.py's slot states
-_SENT = const(3)
-_RELQ = const(5)
+_WAIT_PUBACK = const(5)  # tinymqtt.inflight's states and events
+_WAIT_PUBCOMP = const(7)
+_SEND_AGAIN = const(11)
 
 
 def resend_late(f, now, ms, wait):
-    """Marks the flows of Inflight f that are on the wire since ms ago for a resend. Returns the ms until the
-    next one is due, at most wait."""
+    """Queues again (inflight.py's event SEND_AGAIN) the flows of Inflight f that wait for an ack since ms ago.
+    Returns the ms until the next one is due, at most wait."""
     due = False
     for i in range(f.size):
-        st = f.state[i]
-        if 0x18 >> st & 1:  # (SENT, RELEASED)
+        if _WAIT_PUBACK <= f.state[i] <= _WAIT_PUBCOMP:  # a PUBLISH or a PUBREL on the wire, awaiting its ack
             left = ms - ticks_diff(now, f.sent_at[i])
             if left > 0:
                 wait = min(wait, left)
             else:
-                f.mark(i, _RESEND if st == _SENT else _RELQ, 0)
+                f.step(i, _SEND_AGAIN, 0)
                 due = True
-    if due:  # (_requeue() allocates: only when a flow is resent, not at every tick)
+    if due:  # (only when a flow is resent, not at every tick: rebuilding the queue allocates)
         f._requeue()
     return wait

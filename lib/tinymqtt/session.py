@@ -1,6 +1,7 @@
-# Every client-side rule of MQTT 3.1 and 3.1.1, sans-IO: bytes and the time go in, packets come out in `out`
-# and events go to `on_event`. It never touches a socket or a clock. MQTT 5 is Session5 (session5.py), built
-# on this class, so a 3.1.1 board never loads it.
+# Every client-side rule of MQTT 3.1 and 3.1.1, and MQTT 5's publish, sans-IO: bytes and the time go in, packets
+# come out in `out` and events go to `on_event`. It never touches a socket or a clock. The rest of MQTT 5
+# (CONNECT and CONNACK properties, inbound topic aliases, DISCONNECT, AUTH) is Session5 (session5.py), built on
+# this class; a 3.1.1 board never loads it, and its build compiles out what the _MQTT5 flag guards here.
 #
 # Theory of operation. A driver (the blocking or the asyncio client) owns the transport and the clock:
 #  1. it calls connect(now), and after every call writes out[:outlen] in one write and sets outlen = 0,
@@ -12,17 +13,19 @@
 # Two rules. Whatever ends a connection raises (RemoteProtocolError, ConnectError, ConnectionLost) and the
 # driver then closes the transport, writing `out` first (it may hold a DISCONNECT with the reason code).
 # Whatever must survive a reconnect (in-flight messages, inbound QoS 2 ids, subscriptions) lives here.
-# Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's: the class
-# app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack (0x84).
+# Messages the application acknowledges itself (manual_ack True, or None: the asyncio client's) are app_acks.py's:
+# the class app_acks.extended(Session) has them (driver.new_session builds it); Session itself refuses manual_ack
+# (0x84). The outbound flows are inflight.py's table; what a server may send when is _SERVER_SENDS below.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, const
+from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, v5, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.topic import validate_name, validate_filter
 from tinymqtt.wire import _vbi_len
 
-# Packet types (packets.py) and in-flight slot states (inflight.py) as compile-time constants: an imported name
-# would cost a global, its name and a lookup at every use. (const: micropython's, via packets.py; int on CPython;
-# session5 and app_acks import it from here.)
+# Packet types (tinymqtt.wire's NAMES), and the outbound flows' states, events and actions (tinymqtt.inflight
+# has their table): copies, which tests/test_names.py checks against their one source.
+_V31 = const(3)
+_V311 = const(4)
 _V5 = const(5)
 _CONNECT = const(1)
 _CONNACK = const(2)
@@ -39,16 +42,96 @@ _PINGREQ = const(12)
 _PINGRESP = const(13)
 _DISCONNECT = const(14)
 _AUTH = const(15)
-_RESEND = const(2)
-_SENT = const(3)
-_RELEASED = const(4)
-_RELQ = const(5)
+_QUEUED = const(1)
+_RESEND_PUBREL = const(4)
+_CONTROL = const(8)
+_FIRST_QUEUED = const(1)
+_LAST_QUEUED = const(4)
+_WRITE_QOS0 = const(2)
+_WRITE_PUBREL = const(5)
+_GOT_PUBACK = const(6)
+_GOT_PUBREC = const(7)
+_GOT_REFUSAL = const(8)
+_GOT_PUBCOMP = const(9)
+_GOT_SUBACK = const(10)
+_SEND_PUBREL = const(2)
+_NOT_IN_FLIGHT = const(6)
+_NOT_EXPECTED = const(7)
 
-# Session.state: 0 disconnected, 1 connecting (CONNECT sent), 2 connected (CONNACK accepted). Private constants
-# only: a public name would cost a board a global and its name.
+# Session.state, the connection's
 _DISCONNECTED = const(0)
-_CONNECTING = const(1)
-_CONNECTED = const(2)
+_CONNECTING = const(1)  # CONNECT sent
+_CONNECTED = const(2)  # CONNACK accepted
+
+# What a server may send (MQTT 3.1.1 and 5.0 section 2.1.2), by packet type: in which connection state.
+_RESERVED = const(0)  # type 0: the reader refuses it as malformed
+_CLIENT_ONLY = const(1)  # a client's packet: a server never sends it
+_BEFORE_CONNACK = const(2)
+_AFTER_CONNACK = const(3)
+_MQTT5_ONLY = const(4)  # DISCONNECT after CONNACK, AUTH before and after: Session5 takes them
+_SERVER_SENDS = (
+    _RESERVED,  # 0
+    _CLIENT_ONLY,  # CONNECT
+    _BEFORE_CONNACK,  # CONNACK
+    _AFTER_CONNACK,  # PUBLISH (one that comes before CONNACK is read first, to say what is wrong with it)
+    _AFTER_CONNACK,  # PUBACK
+    _AFTER_CONNACK,  # PUBREC
+    _AFTER_CONNACK,  # PUBREL
+    _AFTER_CONNACK,  # PUBCOMP
+    _CLIENT_ONLY,  # SUBSCRIBE
+    _AFTER_CONNACK,  # SUBACK
+    _CLIENT_ONLY,  # UNSUBSCRIBE
+    _AFTER_CONNACK,  # UNSUBACK
+    _CLIENT_ONLY,  # PINGREQ
+    _AFTER_CONNACK,  # PINGRESP
+    _MQTT5_ONLY,  # DISCONNECT
+    _MQTT5_ONLY,  # AUTH
+)
+# The first byte of each ack (PUBREL's flags are 0010): the receive path reads these in place.
+_ACK_BYTES = (_PUBACK << 4, _PUBREC << 4, _PUBREL << 4 | 2, _PUBCOMP << 4)
+# The inbound flows (MQTT 4.3.2, 4.3.3 and 4.4), by the state of a received packet id:
+#   NONE: no flow open with this id; RECEIVED: QoS 2, our PUBREC sent, until PUBREL (the id is in _rx_pid);
+#   HELD: delivered, the application acknowledges it itself (app_acks.py; the id is in its _held).
+#
+#   PUBLISH QoS 0 --> deliver
+#   PUBLISH QoS 1: NONE --deliver, PUBACK--> NONE
+#   PUBLISH QoS 2: NONE --deliver, PUBREC--> RECEIVED --PUBREL: PUBCOMP--> NONE
+#                  RECEIVED --PUBLISH again: PUBREC again (a resend, never delivered twice)
+#   app_acks.py:   NONE --PUBLISH QoS 1/2: deliver--> HELD --ack(): PUBACK--> NONE (QoS 1), PUBREC--> RECEIVED
+#                  HELD --PUBLISH again: nothing (a resend); HELD --PUBREL: no row, a protocol error
+#   a PUBREL for an id we do not know gets its PUBCOMP all the same (MQTT 5: 0x92, packet identifier not found)
+#   a new session: every id back to NONE (the server has no flow of ours left)
+# A PUBLISH that reuses an id still in a flow without DUP set is a server reusing an id in flight (mosquitto 2.0
+# past 65535 unacked): handled as the resend it looks like, and counted (Session.reused).
+_IN_NONE = const(0)
+_IN_RECEIVED = const(1)
+_IN_HELD = const(2)
+_IN_QOS0 = const(0)  # events: a PUBLISH, _IN_QOS0 + its QoS
+_IN_QOS1 = const(1)
+_IN_QOS2 = const(2)
+_IN_PUBREL = const(3)
+_IN_ACK_QOS1 = const(4)  # the application's ack() of a held message (app_acks.py)
+_IN_ACK_QOS2 = const(5)
+_IN_DELIVER = const(0)  # actions: deliver, then its ack (none for QoS 0)
+_IN_RESEND = const(1)  # a resend: not delivered again (RECEIVED: PUBREC again)
+_IN_HOLD = const(2)  # deliver; the application acknowledges it (app_acks.py)
+_IN_SEND_ACK = const(3)  # the held message's ack: PUBACK, or PUBREC
+_IN_COMPLETE = const(4)  # PUBCOMP
+# (state << 4 | event) -> (next state << 4 | action); app_acks.py's sessions take a new QoS 1/2 message to HELD
+_INBOUND = {
+    # state                 event                next state             action
+    _IN_NONE << 4 |         _IN_QOS0:            _IN_NONE << 4 |        _IN_DELIVER,
+    _IN_NONE << 4 |         _IN_QOS1:            _IN_NONE << 4 |        _IN_DELIVER,
+    _IN_NONE << 4 |         _IN_QOS2:            _IN_RECEIVED << 4 |    _IN_DELIVER,
+    _IN_RECEIVED << 4 |     _IN_QOS1:            _IN_RECEIVED << 4 |    _IN_DELIVER,  # an id of an open QoS 2 flow
+    _IN_RECEIVED << 4 |     _IN_QOS2:            _IN_RECEIVED << 4 |    _IN_RESEND,
+    _IN_HELD << 4 |         _IN_QOS1:            _IN_HELD << 4 |        _IN_RESEND,
+    _IN_HELD << 4 |         _IN_QOS2:            _IN_HELD << 4 |        _IN_RESEND,
+    _IN_HELD << 4 |         _IN_ACK_QOS1:        _IN_NONE << 4 |        _IN_SEND_ACK,
+    _IN_HELD << 4 |         _IN_ACK_QOS2:        _IN_RECEIVED << 4 |    _IN_SEND_ACK,
+    _IN_RECEIVED << 4 |     _IN_PUBREL:          _IN_NONE << 4 |        _IN_COMPLETE,
+    _IN_NONE << 4 |         _IN_PUBREL:          _IN_NONE << 4 |        _IN_COMPLETE,
+}
 # const(0) in a board build without tinymqtt/retry.py, without MQTT 5's props.py, or without handlers.py
 # (tools/deploy/features.py)
 _RETRY = const(1)
@@ -58,15 +141,19 @@ _ROOM = const(64)  # bytes `out` must have free before another packet is process
 
 
 class Session:
-    # What Session5 changes (a 3.x server announces no limits): the server's Receive Maximum, and the reason code
-    # of an ack for a packet id we do not know (Session5: 0x92, where it fits); a build without MQTT 5 needs neither
+    # The server's limits from an MQTT 5 CONNACK (Session5 sets them; a 3.x server announces none), and the
+    # reason code of an ack for a packet id we do not know (Session5: 0x92, where it fits)
     if _MQTT5:
         server_receive_maximum = 65535
+        maximum_qos = 2  # the server's Maximum QoS
+        retain_available = True  # the server's Retain Available
+        aliases = None  # the outbound topic aliases the server granted (aliases.py)
         _not_found = 0
     props = None  # CONNECT properties (Session5's)
     if _HANDLERS:
         _handlers = ()  # [(filter, handler)], once a subscribe names a handler (handlers.py)
     _owed = 0  # a received message's packet id whose ack found `out` full (a handler filled it): sent next
+    _inbound = _INBOUND  # the inbound flows (app_acks.py's sessions: with HELD)
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, receive_maximum=16, max_packet_size=4096, max_inflight=16, out_size=0,
@@ -74,18 +161,16 @@ class Session:
                  on_event=None):
         # (props, session_expiry, topic_alias_maximum, send_alias_maximum are Session5's: a 3.x session given one
         # raises TypeError; driver.new_session drops the topic_alias_maximum a full board's config.SESSION gives any
-        # version, a pop that a build without MQTT 5 compiles out. manual_ack: app_acks.py's class takes it before
-        # it comes here)
-        if (version != 3 and version != 4 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
+        # version. manual_ack: app_acks.py's class takes it before it comes here)
+        if (version != _V31 and version != _V311 and (not _MQTT5 or not hasattr(self, "auth")) or manual_ack
                 or not _RETRY and retry_ms):
             raise LocalProtocolError(0x84, "MQTT 5 is session5.Session5, and manual_ack the class "
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
                                            "both when this build has them (profile mqtt311 has neither, nor "
                                            "retry.py, the 3.x timer of retry_ms)")
         if _RETRY and retry_ms:  # the 3.x timer (files frozen or installed by mip without retry.py: ImportError)
-            from tinymqtt.retry import resend_late  # (imported once: an import in tick() allocates on MicroPython)
+            from tinymqtt.retry import resend_late  # (imported once: tick() runs with the heap locked)
             self._late = resend_late
-        # (one target a statement: two or three cost MicroPython a stack rotation each, and 4+ build a tuple)
         self.client_id = client_id
         self.version = version
         self.clean = clean
@@ -102,19 +187,19 @@ class Session:
         self.inlen = 0
         self._inmv = memoryview(self.inbuf)
         # Received messages reuse one Packet (valid only while it is being delivered), read in place by
-        # packets.read_publish, so a steady stream of messages allocates nothing but each payload's view.
+        # packets.read_publish: a steady stream of messages allocates nothing but each payload's view.
         self._msg = Packet(_PUBLISH)
         out_size = out_size or max_packet_size  # (0: as large as inbuf)
         self.out = bytearray(out_size)
-        # out_size: every room check is out_size - outlen, no len() call each time; _most: the largest packet we may
-        # send (Session5: the server's Maximum Packet Size too)
+        # out_size: what every room check reads (out_size - outlen); _most: the largest packet we may send
+        # (MQTT 5: the server's Maximum Packet Size too)
         self.out_size = self._most = out_size
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
         self._topics = {}  # str topic -> validated, encoded bytes (bounded)
-        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. A set: once its table has grown to
-        # the most flows open at once, adding and removing ids allocates nothing (removal leaves a reusable slot).
+        # Inbound QoS 2 flows past our PUBREC, until PUBREL: their ids. Once the set has held the most flows open
+        # at once, adding and removing ids allocates nothing.
         self._rx_pid = set()
         self._resub_todo = []  # filters to subscribe (again) once connected, in order, when packet ids and room allow
         self.state = _DISCONNECTED
@@ -156,7 +241,7 @@ class Session:
                                % p.reason)
         # The connection is accepted: resume or drop what the last one left (MQTT 4.4, 3.1.1 4.4). 3.1 has no
         # session-present flag: a non-clean connection resumes what the server kept.
-        present = p.session_present or (self.version == 3 and not self._clean_now)
+        present = p.session_present or (self.version == _V31 and not self._clean_now)
         if present and self._clean_now:  # [MQTT-3.2.2-1/2]: a clean start never finds a session
             raise protocol_error("CONNACK says session present to a clean start")
         self.session_present = present
@@ -169,7 +254,7 @@ class Session:
                 self._request(t, topics, props)
             again = True
         if not present:  # the server has no inbound flow of ours left
-            if self._owed:  # (set only then: the instance's dict keeps room for the counters' first increment)
+            if self._owed:  # an ack still owed belongs to the old session
                 self._owed = 0
             self._rx_pid.clear()
         if again:  # every subscription again, in the order of self.subs (pump() makes the SUBSCRIBEs)
@@ -183,6 +268,11 @@ class Session:
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
         slot). Breaking a server limit raises, sending nothing."""
+        if _MQTT5 and self.version == _V5:  # what the server's CONNACK said it lacks
+            if retain and not self.retain_available:
+                raise LocalProtocolError(0x9A, "the server does not support retained messages")
+            if qos > self.maximum_qos:
+                raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, self.maximum_qos))
         t = topic
         if isinstance(topic, str):  # validated and encoded once, then looked up (the first 64 topics)
             t = self._topics.get(topic)
@@ -195,7 +285,7 @@ class Session:
             raise LocalProtocolError(0x90, "invalid topic name %r" % (topic,))
         if isinstance(payload, str):
             payload = payload.encode()
-        if not 0 <= qos <= 2:  # (Session5 checks the server's Maximum QoS first)
+        if not 0 <= qos <= 2:
             raise LocalProtocolError(0x9B, "QoS %d: MQTT has QoS 0, 1 and 2" % qos)
         # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
         # slot. Anything else is sized only, then queued.
@@ -206,12 +296,11 @@ class Session:
         if n > self._most:
             raise LocalProtocolError(0x95, "a %d-byte PUBLISH exceeds the maximum packet size %d" % (n, self._most))
         f = self.flights
-        i = f.add(t, payload, qos, retain, props)
+        i = f.add(t, payload, qos, retain, props)  # the flow table: QUEUED
         if i < 0:
             return -1
-        pid = f.pid[i]
-        self.pump()
-        return pid
+        self.pump()  # written now if the window and `out` allow
+        return f.pid[i]
 
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
@@ -221,7 +310,7 @@ class Session:
         f = self.flights
         todo = self._resub_todo
         # One SUBSCRIBE a filter still subscribed (one unsubscribed meanwhile is skipped), with its options and
-        # properties: it fits, as subscribe() checked its whole request. (Merging them took 69 B of a board's .mpy.)
+        # properties: it fits, as subscribe() checked its whole request.
         while todo:
             t = todo[0]
             o = self.subs.get(t)
@@ -232,40 +321,55 @@ class Session:
                     break  # (the queued messages may still go)
                 self._request(_SUBSCRIBE, one, o[1])
             del todo[0]
-        if _MQTT5:
-            window = self.server_receive_maximum  # (the slots bound unacked too; 3.x: only they do)
-        ring = f.ring  # (inflight.py: QUEUED, RESEND and RELQ slots, oldest first, and stale entries)
+        ring = f.ring  # the send queue, oldest first (inflight.py), with stale entries
         while f.queued:
             i = ring[f.head]
             st = f.state[i]
-            if not 0x26 >> st & 1:  # no longer QUEUED, RESEND or RELQ (bits 1, 2, 5): it leaves the queue
+            if not _FIRST_QUEUED <= st <= _LAST_QUEUED:  # it left the queue meanwhile (acked, or its session ended)
                 f.head = (f.head + 1) % f.size
                 f.queued -= 1
                 continue
-            if st == _RELQ:
+            if st == _RESEND_PUBREL:
                 if self.out_size - self.outlen < 8:
                     return
-                f.mark(i, _RELEASED, self._now)
+                f.step(i, _WRITE_PUBREL, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
                 continue
             q = f.qos[i]
-            if _MQTT5 and q and f.unacked >= window:
+            if _MQTT5 and q and f.unacked >= self.server_receive_maximum:  # MQTT 5's window (3.x: the slots alone)
                 return
             # (a build without MQTT 5 keeps no props: 3.x packets carry none)
-            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st == _RESEND, f.pid[i], _MQTT5 and f.props[i],
+            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st != _QUEUED, f.pid[i], _MQTT5 and f.props[i],
                          self.out_size - self.outlen):
                 return
-            f.mark(i, _SENT if q else 0, self._now)  # (QoS 0: FREE)
+            f.step(i, _WRITE_QOS0 + q, self._now)  # the flow table: WAIT_PUBACK, WAIT_PUBREC, or FREE for QoS 0
         return not todo
 
     def _pub(self, t, pl, q, retain, dup, pid, pr, room):
         # Writes a PUBLISH into `out` if its exact size is at most room, and returns 0; else returns that size,
-        # writing nothing. (Session5: with its properties and, unless dup, a topic alias.)
+        # writing nothing. MQTT 5: with its properties, and with a Topic Alias when the server granted aliases,
+        # the message is new (a resend carries its full topic) and the packet still fits with it (queued while
+        # aliases were off, it may fit only without).
         n = 2 + len(t) + (2 if q else 0) + len(pl)
-        n += 1 + _vbi_len(n)
+        a = 0
+        if _MQTT5 and self.version == _V5:
+            k = v5().put_props(None, 0, pr, _PUBLISH, 0) if pr else 1  # (1: an empty property block)
+            if self.aliases.max and not dup:
+                m = n + v5().put_props(None, 0, pr, _PUBLISH, 3) + 3  # with the alias (3: the property's bytes)
+                if m + 1 + _vbi_len(m) <= self._most:
+                    k = m - n
+                    a = 3
+            n += k
+        n += 1 + _vbi_len(n)  # the fixed header: its first byte and the Remaining Length
         if n > room:
             return n
-        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, 0, self.outlen)
+        if a:
+            a = self.aliases.lookup(t)
+            if a > 0:  # the server knows this topic's alias: the alias alone
+                t = b""
+            else:  # a new alias: the topic and its alias
+                a = -a
+        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
         self._last_sent = self._now
         return 0
 
@@ -274,7 +378,7 @@ class Session:
         the messages matching these filters (others go to on_event; a build without handlers.py refuses it, 0x84).
         Returns the packet id (0 while offline: sent on connect)."""
         if handler:
-            if _HANDLERS:  # (the bundle's: a global)
+            if _HANDLERS:
                 try:
                     from tinymqtt.handlers import matches
                     self._matches = matches
@@ -282,7 +386,7 @@ class Session:
                     handler = 0
             if not _HANDLERS or not handler:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
-                                               "leaves out (profile mqtt311): on_event gets every message")
+                                               "leaves out (profile mqtt311): on_message gets every message")
         for f, o in topics:
             validate_filter(f)
             if (not _MQTT5 or self.version < _V5) and o & ~3:
@@ -309,7 +413,7 @@ class Session:
     def _forget(self, filters):
         # Drops these filters' subscriptions and handlers.
         if _HANDLERS:  # a new handler list: one that _deliver is walking stays as it was
-            hs = []  # (a comprehension would close over filters: a cell per call)
+            hs = []
             for h in self._handlers:
                 if h[0] not in filters:
                     hs.append(h)
@@ -350,7 +454,7 @@ class Session:
                 total = frame(buf, end - pos, len(buf), pos)
                 if not total or pos + total > end:
                     break
-                if self._packet(buf, pos, total, 0, 0):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
+                if self._packet(buf, pos, total):  # (app_acks: a PUBLISH waits, untouched, for room in a queue)
                     more = True
                     break
                 pos += total
@@ -368,87 +472,112 @@ class Session:
                 self.inlen = k
         return more or (self._owed != 0 and self.state == _CONNECTED)  # (paid at the next call)
 
-    def _packet(self, buf, pos, total, pid, reason):
-        # (pid, reason: 0, or an ack Session5 read in place; not defaults, whose tuple would cost heap)
+    def _packet(self, buf, pos, total):
+        # One whole packet at buf[pos:pos + total].
         first = buf[pos]
+        pid = reason = 0
         t = first >> 4
         f = self.flights
         if self.state == _CONNECTED:
-            # The common acks, a bare packet id, and PINGRESP, handled without building a Packet, so nothing is
-            # allocated. Anything else (packet id 0 too) is read whole below, which validates it.
-            if total == 4 and first in (0x40, 0x50, 0x62, 0x70):
-                pid = buf[pos + 2] << 8 | buf[pos + 3]
-            elif total == 2 and first == 0xD0:
+            # The common acks and PINGRESP, read in place without building a Packet, so nothing is allocated: an
+            # ack that is a bare packet id, or in MQTT 5 one with a success code (0x10, no matching subscribers:
+            # what mosquitto answers for a topic nobody reads) and no properties or an empty property block.
+            # Anything else (packet id 0 too) is read whole below, which validates it.
+            if first in _ACK_BYTES:
+                if total == 4:
+                    pid = buf[pos + 2] << 8 | buf[pos + 3]
+                elif _MQTT5 and (total == 5 or (total == 6 and not buf[pos + 5])) and self.version == _V5:
+                    reason = buf[pos + 4]
+                    if not reason or (reason == 0x10 and t < _PUBREL):
+                        pid = buf[pos + 2] << 8 | buf[pos + 3]
+            elif total == 2 and first == _PINGRESP << 4:
                 self.pinging = False
                 return
         if not pid:
+            sends = _SERVER_SENDS[t]
+            if sends == _CLIENT_ONLY:  # by type: what it holds is moot
+                raise protocol_error("a server never sends %s" % NAMES.split()[t])
             mv = self._inmv
             if t == _PUBLISH:  # read in place into the one reused Packet (before CONNACK too: it is checked first)
                 p = read_publish(mv, pos, pos + total, self._msg, self.version)
                 if self.state != _CONNECTING:
                     return self._on_publish(p)
-            elif 0x1502 >> t & 1:  # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, by type: what it holds is moot
-                raise protocol_error("a server never sends %s" % NAMES.split()[t])
             else:  # in place too, into a new Packet: CONNACK, SUBACK and UNSUBACK go to on_event
                 p = Packet(t)
                 read_packet(mv, pos, pos + total, p, self.version)
             if self.state == _CONNECTING:
-                if t == _CONNACK:
-                    return self._on_connack(p)
-                raise protocol_error("%s before CONNACK" % NAMES.split()[t])
+                if sends != _BEFORE_CONNACK:
+                    raise protocol_error("%s before CONNACK" % NAMES.split()[t])
+                return self._on_connack(p)
+            if sends != _AFTER_CONNACK:  # a second CONNACK; DISCONNECT from a 3.x server
+                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
-                i = f.find(p.pid)
-                if i < 0 or f.qos[i] != 3:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
-                    self.unsolicited += 1
-                    return
-                topics = f.topic[i]
-                codes = p.codes
-                if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
-                    # (checked before the request is let go: a reconnect asks again)
-                    raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
-                                         % (NAMES.split()[t], p.pid, NAMES.split()[f.retain[i]], len(topics), codes))
-                f.mark(i, 0, 0)  # (FREE)
-                if t == _SUBACK:
-                    for k in range(len(topics)):
-                        if codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
-                            self._forget((topics[k][0],))
-                self.on_event(t, p, 0)
-                return  # (None: received() goes on)
+                return self._on_suback(t, p)
             if t == _PINGRESP:
                 self.pinging = False
                 return
-            if not 0xF0 >> t & 1:  # not PUBACK-PUBCOMP: a second CONNACK; DISCONNECT, AUTH: Session5 takes them first
-                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             pid = p.pid
             reason = p.reason
         if t == _PUBREL:
             self._pubrel(pid)
             return
-        r = f.ack(t, pid, reason, self._now)  # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's
-        if r < 0:
+        # PUBACK, PUBREC, PUBCOMP: what each does to a flow is inflight.py's table
+        a = f.ack(_GOT_PUBACK if t == _PUBACK else _GOT_PUBCOMP if t == _PUBCOMP
+                  else _GOT_PUBREC if reason < 0x80 else _GOT_REFUSAL, pid, self._now)
+        if a == _NOT_IN_FLIGHT:
             self.unsolicited += 1
             if t == _PUBREC and reason < 0x80:  # let the server finish a flow we do not know (a refusal ended it)
                 self._send(_PUBREL, pid, _MQTT5 and self._not_found)
             return
-        if not r:
+        if a == _NOT_EXPECTED:
             raise protocol_error("%s for packet id %d, which is a QoS %d flow" % (NAMES.split()[t], pid, f.qos[f.find(pid)]))
-        if r == _PUBREL:
+        if a == _SEND_PUBREL:
             self._send(_PUBREL, pid, 0)
-        else:
+        else:  # the flow ended
             self.on_event(t, pid, reason)
         self.pump()
 
+    def _on_suback(self, t, p):
+        # A SUBACK or UNSUBACK: it ends the request that borrowed its packet id.
+        f = self.flights
+        i = f.find(p.pid)
+        if i < 0 or f.state[i] != _CONTROL:  # not a packet id lent to a SUBSCRIBE/UNSUBSCRIBE
+            self.unsolicited += 1
+            return
+        topics = f.topic[i]
+        codes = p.codes
+        if t != f.retain[i] + 1 or (codes is not None and len(codes) != len(topics)):
+            # (checked before the request is let go: a reconnect asks again)
+            raise protocol_error("%s for packet id %d, which is an %s of %d filters, with %s reason codes"
+                                 % (NAMES.split()[t], p.pid, NAMES.split()[f.retain[i]], len(topics), codes))
+        f.step(i, _GOT_SUBACK, 0)
+        if t == _SUBACK:
+            for k in range(len(topics)):
+                if codes[k] >= 0x80:  # refused: forget it so a new session does not ask again
+                    self._forget((topics[k][0],))
+        self.on_event(t, p, 0)
+
+    def _in_state(self, pid):
+        # The state of an inbound packet id (the table above; app_acks.py adds HELD)
+        return _IN_RECEIVED if pid in self._rx_pid else _IN_NONE
+
     def _on_publish(self, p):
-        # Exactly once for QoS 2: the id stays in _rx_pid from our PUBREC until PUBREL, and a PUBLISH with it is a
-        # resend, never delivered twice (a DUP-0 one: a server reusing an id still in flight, mosquitto 2.0 past
-        # 65535 unacked). A new session empties the table.
+        # A received PUBLISH, as the inbound table says: exactly once for QoS 2, as the id stays in _rx_pid from
+        # our PUBREC until PUBREL.
         q = p.qos
         pid = p.pid
-        if q == 2:
-            if pid in self._rx_pid:
-                if not p.dup:
-                    self.reused += 1
-                return self._send(_PUBREC, pid, 0)
+        st = self._in_state(pid)
+        row = self._inbound[st << 4 | q]
+        a = row & 15
+        if a == _IN_RESEND:
+            if not p.dup:
+                self.reused += 1
+            if st == _IN_RECEIVED:
+                self._send(_PUBREC, pid, 0)
+            return
+        if a == _IN_HOLD:
+            return self._hold(p)
+        if row >> 4 != st:  # NONE -> RECEIVED: the id is in the table from before delivery
             self._rx_add(pid)
         self._deliver(p)
         if q:
@@ -458,8 +587,7 @@ class Session:
                 self._pay(pid)
 
     def _pay(self, pid):
-        # The ack of a delivered message, now or once `out` has room (QoS 2 ids are in the table from before
-        # delivery; ids are never shared).
+        # The ack of a delivered message, now or once `out` has room: PUBREC while its QoS 2 flow is open.
         self._send(_PUBREC if pid in self._rx_pid else _PUBACK, pid, 0)
 
     def _deliver(self, p):
@@ -488,10 +616,9 @@ class Session:
         has no room."""
         if self.out_size - self.outlen < 8:
             return False
-        rx = self._rx_pid
         code = _MQTT5 and self._not_found  # an unknown PUBREL still gets its PUBCOMP
-        if pid in rx:
-            rx.remove(pid)
+        if self._in_state(pid) == _IN_RECEIVED:  # the table's RECEIVED --PUBREL--> NONE
+            self._rx_pid.remove(pid)
             code = 0
         self._send(_PUBCOMP, pid, code)
         return True
@@ -534,7 +661,7 @@ class Session:
         if self.pinging or self.out_size - self.outlen < 2:
             return False
         i = self.outlen
-        self.out[i] = 0xC0
+        self.out[i] = _PINGREQ << 4
         self.out[i + 1] = 0
         self.outlen = i + 2
         self._last_sent = self._ping_at = now
@@ -545,9 +672,7 @@ class Session:
 
     def _send(self, p, pid, reason):
         # p: a Packet (pid 0), or with pid the type of an ack (PUBACK, PUBREC, PUBREL, PUBCOMP), written here in
-        # place with MQTT 5's reason code when one is given: no allocation (the caller made room). (No defaults:
-        # their tuple would cost board heap. A build without MQTT 5 is never given a reason code: _MQTT5 compiles
-        # out its byte.)
+        # place with MQTT 5's reason code when one is given: no allocation (the caller made room).
         b = self.out
         i = self.outlen
         if pid:

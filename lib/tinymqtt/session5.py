@@ -1,15 +1,15 @@
-# MQTT 5 on top of the MQTT 3.1/3.1.1 session: CONNECT properties, the server's limits from CONNACK, topic
-# aliases both ways, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers
-# choose Session5 for version=5 (tinymqtt.driver.new_session). Everything else is Session's.
+# MQTT 5 on top of the MQTT 3.1/3.1.1 session: CONNECT properties, the server's limits from CONNACK, inbound
+# topic aliases, reason codes, server DISCONNECT and AUTH. A 3.1.1 board never imports it; the drivers choose
+# Session5 for version=5 (tinymqtt.driver.new_session). Everything else, MQTT 5's publish (properties, outbound
+# topic aliases, the server's limits) included, is Session's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectError, ConnectionLost, protocol_error
-from tinymqtt.packets import Packet, encode_publish, read_packet, v5
+from tinymqtt.packets import Packet, read_packet, v5
 from tinymqtt.packets import read_publish as _read_message  # (props has a read_publish: one namespace when bundled)
 from tinymqtt.session import Session, const
-from tinymqtt.wire import _vbi_len
 from tinymqtt.aliases import TopicAliases
 
-# MQTT 5's level and the packet types used here (packets.py names them), then the property identifiers
-# (tinymqtt.props names them all): compile-time constants, no imported globals.
+# MQTT 5's level and the packet types used here (tinymqtt.wire's NAMES), then the property identifiers
+# (tinymqtt.props names them all): copies that tests/test_names.py checks against their sources.
 _V5 = const(5)
 _DISCONNECTED = const(0)  # (Session's states)
 _CONNECTING = const(1)
@@ -48,7 +48,7 @@ class Session5(Session):
         self.retry_ms = 0  # MQTT 5 resends only on a new connection [MQTT-4.4.0-1]
         self._rx_alias = [None]
         self.expiry_granted = 0  # the Session Expiry Interval the last CONNACK granted (0: none yet, or a clean
-        # session). (Set here, not in the class: the class dict fits a 12-entry table, the instance's its 47.)
+        # session)
         self._limits({})
 
     def _limits(self, pr):
@@ -56,12 +56,12 @@ class Session5(Session):
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
         self._most = min(len(self.out), m)  # (Session's: the largest packet we may send)
-        # What the server lacks, in one attribute (each costs the session's dict a slot): bits 0-3 a feature each
-        # (retained messages, wildcard subscriptions, subscription identifiers, shared subscriptions), bits 4-5
-        # how far its Maximum QoS is below 2.
-        self._lacks = (not pr.get(_RETAIN_AVAILABLE, 1)) + 2 * (not pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)) \
-            + 4 * (not pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)) \
-            + 8 * (not pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)) + 16 * (2 - pr.get(_MAXIMUM_QOS, 2))
+        # What the server supports (MQTT 5 section 3.2.2.3): publish() and subscribe() refuse the rest.
+        self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
+        self.maximum_qos = pr.get(_MAXIMUM_QOS, 2)
+        self.wildcards_available = pr.get(_WILDCARD_SUBSCRIPTION_AVAILABLE, 1)
+        self.sub_ids_available = pr.get(_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 1)
+        self.shared_available = pr.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1)
         self.keepalive_ms = pr.get(_SERVER_KEEP_ALIVE, self.keepalive) * 1000
         # an ack for a packet id we do not know says so (0x92), unless the server takes no 5-byte packet
         self._not_found = 0x92 if m >= 5 else 0
@@ -114,7 +114,7 @@ class Session5(Session):
                 self._send(Packet(_DISCONNECT, reason=e.reason), 0, 0)
             raise
 
-    def _packet(self, buf, pos, total, pid, reason):
+    def _packet(self, buf, pos, total):
         # A PUBLISH gets its topic from its Topic Alias first; DISCONNECT and AUTH are what only a v5 server
         # sends; Session takes every other packet.
         t = buf[pos] >> 4
@@ -131,16 +131,8 @@ class Session5(Session):
                     if p.topic is None:
                         raise protocol_error("topic alias %d was never set on this connection" % a)
             return self._on_publish(p)
-        if t < _DISCONNECT:  # (DISCONNECT and AUTH are the last two types)
-            if (total == 5 or (total == 6 and not buf[pos + 5])) and self.state == _CONNECTED \
-                    and buf[pos] in (0x40, 0x50, 0x62, 0x70):
-                # An ack with a success code (0x10, no matching subscribers: what mosquitto answers for a topic
-                # nobody reads), without properties or with an empty property block, read in place as Session
-                # reads a bare one: no allocation.
-                reason = buf[pos + 4]
-                if not reason or (reason == 0x10 and t < 6):
-                    pid = buf[pos + 2] << 8 | buf[pos + 3]
-            return Session._packet(self, buf, pos, total, pid, reason)
+        if t < _DISCONNECT:  # (DISCONNECT and AUTH, what only an MQTT 5 server sends, are the last two types)
+            return Session._packet(self, buf, pos, total)
         p = Packet(t)  # DISCONNECT or AUTH, read in place as Session reads the others
         read_packet(self._inmv, pos, pos + total, p, _V5)
         c, pr = p.reason, p.props or {}
@@ -175,48 +167,18 @@ class Session5(Session):
 
     # ------------------------------------------------------------ publish and subscribe
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None):
-        if retain and self._lacks & 1:
-            raise LocalProtocolError(0x9A, "the server does not support retained messages")
-        if qos > 2 - (self._lacks >> 4):
-            raise LocalProtocolError(0x9B, "QoS %d exceeds the server's Maximum QoS %d" % (qos, 2 - (self._lacks >> 4)))
-        return Session.publish(self, topic, payload, qos, retain, props)
-
-    def _pub(self, t, pl, q, retain, dup, pid, pr, room):
-        # Session's, with a Topic Alias property when aliases are granted, the message is new (a resend carries its
-        # full topic) and the packet still fits with it (queued while aliases were off, it may fit only without).
-        a = 3 if self.aliases.max and not dup else 0
-        while True:
-            n = 2 + len(t) + (2 if q else 0) + len(pl) + v5().put_props(None, 0, pr, _PUBLISH, a) + a
-            n += 1 + _vbi_len(n)
-            if not a or n <= self._most:
-                break
-            a = 0
-        if n > room:
-            return n
-        if a:
-            a = self.aliases.lookup(t)
-            if a > 0:
-                t = b""
-            else:
-                a = -a
-        self.outlen += encode_publish(self.out, _V5, t, pl, q, retain, dup, pid, pr, a, self.outlen)
-        self._last_sent = self._now
-        return 0
-
     def subscribe(self, topics, props=None, handler=None):
-        lacks = self._lacks
         for f, o in topics:
             if isinstance(f, str) and f.startswith("$share/"):  # a shared subscription (4.8.2): $share/{ShareName}/{filter}
                 i = f.find("/", 7)
                 if i < 8 or "+" in f[7:i] or "#" in f[7:i] or i + 1 == len(f):
                     raise LocalProtocolError(0x8F, "invalid shared subscription %s: $share/ needs a share name "
                                                    "without wildcards, then a filter" % repr(f)[:24])
-                if lacks & 8:
+                if not self.shared_available:
                     raise LocalProtocolError(0x9E, "the server does not support shared subscriptions: %r" % f)
-            if lacks & 2 and ("+" in f or "#" in f):
+            if not self.wildcards_available and ("+" in f or "#" in f):
                 raise LocalProtocolError(0xA2, "the server does not support wildcard subscriptions: %r" % f)
-        if props and _SUBSCRIPTION_IDENTIFIER in props and lacks & 4:
+        if props and _SUBSCRIPTION_IDENTIFIER in props and not self.sub_ids_available:
             raise LocalProtocolError(0xA1, "the server does not support subscription identifiers")
         return Session.subscribe(self, topics, props, handler)
 

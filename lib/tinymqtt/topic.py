@@ -8,7 +8,7 @@ def validate_name(topic, filt=False):
     """A Topic Name to publish to: str, 1..65535 UTF-8 bytes, no wildcard, no U+0000. Else LocalProtocolError(0x90).
     filt True: a Topic Filter to subscribe to (validate_filter), whose wildcards each fill a level, '#' the last.
     Else LocalProtocolError(0x8F)."""
-    try:  # UTF-8 takes at most 4 bytes per character: encode (which allocates) only when that may exceed 65535
+    try:  # UTF-8 takes at most 4 bytes per character: encode only when that may exceed 65535
         bad = not isinstance(topic, str) or not topic or "\x00" in topic or (len(topic) >> 14
                                                                             and len(topic.encode()) >> 16)
     except ValueError:  # CPython: a lone surrogate (UnicodeError)

@@ -5,6 +5,12 @@
 # Reader that walks variable layouts are props.py's.
 from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, const  # (const: micropython's; int on CPython)
 
+# The packet types' names, by number, for messages (NAMES.split()[t]): here, below both packets.py and props.py,
+# which name packets in their errors (props.py never imports packets.py). The one source of the packet types that
+# every module's const() copies are checked against (tests/test_names.py).
+NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIBE SUBACK UNSUBSCRIBE UNSUBACK "
+         "PINGREQ PINGRESP DISCONNECT AUTH")
+
 
 def _vbi_len(v):
     return 1 + (v > 127) + (v >> 14 > 0) + (v >> 21 > 0)  # (past 127, 16383, 2097151)

@@ -8,9 +8,9 @@ try:
 except ImportError:
     from alloc import no_alloc, bytes_per_call, micropython_only
 
-import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 from tinymqtt import packets as K
-from tinymqtt.packets import Packet, encode, encode_publish, frame, decode
+from tinymqtt.packets import encode, encode_publish, frame  # the client half: what a client sends
+from tinymqtt_cli.server_codec import Packet, decode, MAX_PACKET  # the server half, to read back what it wrote
 
 K.v5()  # MQTT 5's codec (props.py), which packets loads at its first v5 packet (Session5 at once): here, before any heap_lock
 
@@ -85,7 +85,7 @@ def test_publish_large_payload_and_offset_no_alloc():
     assert BUF[1] == (n1 - 3) & 0x7F | 0x80 and BUF[2] == (n1 - 3) >> 7
     no_alloc(_publish, V311, TOPIC, 1, 10, 0, False, False, n1)
     n2 = _publish(V311, TOPIC, 1, 10, 0, False, False, n1)
-    assert frame(BUF, len(BUF) - n1, K.MAX_PACKET, n1) == n2
+    assert frame(BUF, len(BUF) - n1, MAX_PACKET, n1) == n2
     assert decode(memoryview(BUF)[n1:n1 + n2], V311).pid == 10
 
 
@@ -116,7 +116,7 @@ def test_frame_no_alloc():
     hdr = bytearray(h("30 FF FF 7F"))
     mv = memoryview(hdr)
     no_alloc(frame, hdr, 4)
-    no_alloc(frame, mv, 4, K.MAX_PACKET, 0)
+    no_alloc(frame, mv, 4, MAX_PACKET, 0)
     no_alloc(frame, mv, 2)
     assert frame(hdr, 4) == 4 + 2097151
 

@@ -2,9 +2,9 @@
 # code (0x81 Malformed Packet, 0x82 Protocol Error, 0x84 Unsupported Protocol Version, 0x90 Topic Name invalid,
 # 0x95 Packet too large) and nothing else, ever. Then the encode side: LocalProtocolError for what our own
 # caller may not ask for. Portable: runs under pytest on CPython and under the mini runner on MicroPython.
-import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 from tinymqtt import packets as K
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame
+from tinymqtt.packets import encode_publish, frame
+from tinymqtt_cli.server_codec import Packet, encode, decode  # the server half too: any packet, both ways
 from tinymqtt.errors import MQTTError, RemoteProtocolError, LocalProtocolError
 try:
     from tests.shared.checks import raises

@@ -2,11 +2,11 @@
 # Portable: runs under pytest on CPython and under the mini runner on MicroPython (no pytest, no fixtures,
 # nothing CPython-only). Every vector is checked both ways: encode(packet) == bytes, decode(bytes) == packet.
 # Expected bytes are written out by hand from the spec, never produced by the codec under test.
-import tinymqtt.cli_codec  # noqa: F401  the server half, for the packets a client never handles
 from tinymqtt import packets as K
 from tinymqtt import wire
 from tinymqtt import props as P
-from tinymqtt.packets import Packet, encode, encode_publish, decode, frame, sub_options
+from tinymqtt.packets import encode_publish, frame, sub_options
+from tinymqtt_cli.server_codec import Packet, encode, decode, MAX_PACKET  # the server half too: any packet, both ways
 from tinymqtt.errors import MQTTError, RemoteProtocolError, LocalProtocolError
 try:
     from tests.shared.checks import raises
@@ -369,7 +369,7 @@ def test_frame_boundaries():
         assert frame(hdr + b"\x00\x00", len(hdr)) == total  # bytes beyond n are not looked at
         for n in range(len(hdr)):
             assert frame(hdr, n) == 0, "RL %d, %d bytes so far" % (v, n)
-    assert frame(h("30 FF FF FF 7F"), 5) == K.MAX_PACKET == 268435460
+    assert frame(h("30 FF FF FF 7F"), 5) == MAX_PACKET == 268435460
 
 
 def test_frame_max_size():
@@ -377,7 +377,7 @@ def test_frame_max_size():
     raises(RemoteProtocolError, 0x95, frame, h("30 7F"), 2, 128)
     # refused from the header alone: no body exists yet
     raises(RemoteProtocolError, 0x95, frame, h("30 80 80 80 01"), 5, 1 << 20)
-    raises(RemoteProtocolError, 0x95, frame, h("30 FF FF FF 7F"), 5, K.MAX_PACKET - 1)
+    raises(RemoteProtocolError, 0x95, frame, h("30 FF FF FF 7F"), 5, MAX_PACKET - 1)
     raises(RemoteProtocolError, 0x95, frame, h("30 80 01"), 3, 130)
     assert frame(h("30 80 01"), 3, 131) == 131
 
@@ -415,10 +415,10 @@ def test_encode_and_frame_at_an_offset():
     n3 = encode(buf, Packet(K.PINGREQ), V5, n1 + n2)
     assert (n1, n2, n3) == (4, 12, 2)
     assert bytes(buf[:18]) == h("40 02 00 05  32 0A 00 03 61 2F 62 00 0A 00 68 69  C0 00")
-    assert frame(buf, 18, K.MAX_PACKET, 0) == 4
-    assert frame(buf, 14, K.MAX_PACKET, 4) == 12
-    assert frame(buf, 1, K.MAX_PACKET, 4) == 0
-    assert frame(buf, 2, K.MAX_PACKET, 16) == 2
+    assert frame(buf, 18, MAX_PACKET, 0) == 4
+    assert frame(buf, 14, MAX_PACKET, 4) == 12
+    assert frame(buf, 1, MAX_PACKET, 4) == 0
+    assert frame(buf, 2, MAX_PACKET, 16) == 2
     raises(RemoteProtocolError, 0x95, frame, buf, 14, 11, 4)
     mv = memoryview(buf)
     assert decode(mv[4:16], V5) == Packet(K.PUBLISH, topic="a/b", qos=1, pid=10, payload=b"hi")

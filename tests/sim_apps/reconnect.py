@@ -29,8 +29,8 @@ async def publish_all(dev):
         tasks.append(asyncio.create_task(dev.publish(PREFIX + "data", b"q1-%d" % i, qos=1)))
         tasks.append(asyncio.create_task(dev.publish(PREFIX + "data", b"q2-%d" % i, qos=2)))
     f = dev.session.flights
-    # (3: inflight.py's SENT; a board build has the number, not the name)
-    while f.count < 2 * N or dev.session.outlen or any(f.state[i] and f.state[i] != 3 for i in range(f.size)):
+    # (5, 6: inflight.py's WAIT_PUBACK, WAIT_PUBREC; a board build has the numbers, not the names)
+    while f.count < 2 * N or dev.session.outlen or any(f.state[i] and f.state[i] not in (5, 6) for i in range(f.size)):
         await asyncio.sleep(0.005)  # until every PUBLISH is on the wire
     print("SENT")
     codes = await asyncio.gather(*tasks)

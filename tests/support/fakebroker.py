@@ -12,14 +12,14 @@
 #     fb.run(client)                               # loops the client until the script ends; re-raises its failure
 #     fb.stop()
 #
-# Incoming bytes are framed and decoded with tinymqtt's own frame()/decode() at the script's protocol
-# version. fb.log keeps every packet received: (monotonic time it arrived, connection number, raw bytes).
+# Incoming bytes are framed and decoded with tinymqtt's own frame() and the server half's decode()
+# (tinymqtt_cli.server_codec) at the script's protocol version. fb.log keeps every packet received: (monotonic time it arrived, connection number, raw bytes).
 import socket
 import threading
 import time
 
-import tinymqtt.cli_codec  # noqa: F401  a broker decodes CONNECT and encodes CONNACK
-from tinymqtt.packets import Packet, encode, decode, frame, NAMES, CONNECT, CONNACK, DISCONNECT
+from tinymqtt.packets import frame, NAMES, CONNECT, CONNACK, DISCONNECT
+from tinymqtt_cli.server_codec import Packet, encode, decode  # a broker decodes CONNECT and encodes CONNACK
 
 
 class Closed(AssertionError):

@@ -1,6 +1,6 @@
 // Runs Python source (read from stdin) under the real MicroPython 1.27 WebAssembly port from npm.
-// Copies repo files into MicroPython's in-memory filesystem under /repo (default: lib/, tests/__init__.py,
-// tests/shared/, tests/support/mptest.py; more with --copy REL), sets sys.path, runs the code with
+// Copies repo files into MicroPython's in-memory filesystem under /repo (default: lib/, the codec's server half
+// host/tinymqtt_cli/server_codec.py, tests/__init__.py, tests/shared/, tests/support/mptest.py; more with --copy REL), sets sys.path, runs the code with
 // runPythonAsync (so top-level `await` works; this port has no asyncio.run) and exits 0, or 1 if Python raised.
 //   node tests/support/mp_run.mjs [--root DIR] [--copy REL]... [--heapsize BYTES] < code.py
 import fs from "node:fs";
@@ -8,9 +8,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadMicroPython } from "@micropython/micropython-webassembly-pyscript";
 
-const DEFAULT_COPIES = ["lib", "tests/__init__.py", "tests/shared", "tests/support/mptest.py"];
+const DEFAULT_COPIES = ["lib", "host/tinymqtt_cli/__init__.py", "host/tinymqtt_cli/server_codec.py", "tests/__init__.py",
+                       "tests/shared", "tests/support/mptest.py"];
 const MP_ROOT = "/repo";
-const SYS_PATH = [`${MP_ROOT}/lib`, MP_ROOT, `${MP_ROOT}/tests/support`];
+const SYS_PATH = [`${MP_ROOT}/lib`, `${MP_ROOT}/host`, MP_ROOT, `${MP_ROOT}/tests/support`];
 
 let root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 let heapsize;

@@ -39,7 +39,7 @@ def split(layer):
 
 def tree(app, dst, board="linux", env=None):
     """Writes the tree for board into dst (the app becomes main.py); returns dst. "esp32-mpy": the esp32 layer
-    with the library as tools/deploy compiles it for the esp32 (bundles, short errors and names, sorted qstrs,
+    with the library as tools/deploy compiles it for the esp32 (bundles, short errors and names,
     hooks compiled out); "esp32-mqtt311": the same for profile mqtt311."""
     config = dict(env or {})
     if board != "linux":

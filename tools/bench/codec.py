@@ -11,7 +11,7 @@ WIRE_PAYLOAD = b"21.5"
 
 
 def _path():
-    for p in (os.path.join(ROOT, "ports", "linux"), os.path.join(ROOT, "lib")):
+    for p in (os.path.join(ROOT, "host"), os.path.join(ROOT, "ports", "linux"), os.path.join(ROOT, "lib")):
         if p not in sys.path:
             sys.path.insert(0, p)
 

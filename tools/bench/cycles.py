@@ -3,8 +3,8 @@
 # buffers in place, so whatever allocates is the library, never the harness (alloc.harness checks that).
 from tinymqtt.session import Session
 from tinymqtt.session5 import Session5
-import tinymqtt.cli_codec  # noqa: F401  CONNACK is the codec's server half (never on a board)
-from tinymqtt.packets import Packet, encode, encode_publish, decode, CONNACK, PUBACK
+from tinymqtt.packets import Packet, encode_publish, CONNACK, PUBACK
+from tinymqtt_cli.server_codec import encode, decode  # CONNACK is the codec's server half (host/, never on a board)
 from tinymqtt import props as P
 
 TOPIC = "fleet/site-042/device-00017/telemetry/temperature"

@@ -353,8 +353,7 @@ def peer_rows(tmp, broker, quick, log=print, u32=None):
 
 
 def _loaded(profile, app, version=5):
-    """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py, a lazy bundle its first
-    module's file) an app of this kind imports (the other client's module is not loaded, unless it is in the bundle;
+    """The profile's files (as deploy writes them: a bundle is tinymqtt/__init__.py) an app of this kind imports (the other client's module is not loaded, unless it is in the bundle;
     app_acks only with aio, which imports it, or manual_ack, which the rows' blocking app does not set; MQTT 5's
     modules outside the bundle only for version 5)."""
     p = boards_mod.profiles()[profile]
@@ -362,7 +361,7 @@ def _loaded(profile, app, version=5):
     if version != 5:
         skip += ("tinymqtt/session5.py", "tinymqtt/props.py", "tinymqtt/aliases.py")
     return [m for m in p.lib if m not in skip and m != "tinymqtt/reasons.py"  # reasons: only when an error is shown
-            and m not in p.bundle + p.lazy_bundle[1:]]
+            and m not in p.bundle]
 
 
 def kb(n):

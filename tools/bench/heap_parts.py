@@ -13,7 +13,6 @@ import tempfile
 
 from tools import boards as boards_mod, deploy
 from tools.bench import footprint as fp
-from tools.deploy import qstr_sort as Q
 
 SCRIPT = '''import gc, asyncio, micropython
 import tinymqtt_port  # the scripted server, imported before the baseline as a board's port
@@ -37,22 +36,48 @@ _QSTR = re.compile(r"n_qstr=(\d+), n_str_data_bytes=(\d+), n_total_bytes=(\d+)")
 
 
 def code_parts(mpy):
-    """(functions, bytes of raw code: preludes and bytecode) of a bytecode .mpy."""
-    r = Q._Reader(mpy, 4)
-    n_qstr, n_obj = r.uint(), r.uint()
+    """(functions, bytes of raw code: preludes and bytecode) of a bytecode .mpy (format v6: MicroPython's
+    py/persistentcode.c: a header, the qstr table, the constant objects, then the module's raw code and its
+    children's, each a var-uint kind-and-length, its bytes, and when it has children their count)."""
+    pos = 4
+
+    def uint():
+        nonlocal pos
+        v = 0
+        while True:
+            b = mpy[pos]
+            pos += 1
+            v = v << 7 | b & 0x7F
+            if not b & 0x80:
+                return v
+
+    def skip_obj():  # a constant: tuple (10) of constants; str (5), bytes (6), int, float, complex: length, text
+        nonlocal pos
+        kind = mpy[pos]
+        pos += 1
+        if kind == 10:
+            for _ in range(uint()):
+                skip_obj()
+        elif 4 < kind < 10:
+            n = uint()
+            pos += n + (kind in (5, 6))
+
+    def functions():
+        nonlocal pos
+        kind_len = uint()
+        pos += kind_len >> 3
+        return 1 + (sum(functions() for _ in range(uint())) if kind_len & 4 else 0)
+    if mpy[2] & 0x40:  # (architecture flags: a var-uint)
+        uint()
+    n_qstr, n_obj = uint(), uint()
     for _ in range(n_qstr):
-        v = r.uint()
-        if not v & 1:
-            r.bytes((v >> 1) + 1)
+        v = uint()
+        if not v & 1:  # (not one of the firmware's static qstrs: its text and a NUL follow)
+            pos += (v >> 1) + 1
     for _ in range(n_obj):
-        Q._skip_obj(r)
-    start = r.pos
-    todo, n = [Q._Fun(r)], 0
-    while todo:
-        f = todo.pop()
-        n += 1
-        todo += f.children
-    return n - 1, len(mpy) - start  # (the module's own top-level code is no function)
+        skip_obj()
+    start = pos
+    return functions() - 1, len(mpy) - start  # (the module's own top-level code is no function)
 
 
 def measure(row, tmp):

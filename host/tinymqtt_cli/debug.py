@@ -3,10 +3,10 @@
 # messages. CPython only. Credentials are never printed: a CONNECT line names no field of the packet.
 import sys
 
-import tinymqtt.cli_codec  # noqa: F401  decoding what we send (SUBSCRIBE, UNSUBSCRIBE) is the server half
 from tinymqtt.errors import MQTTError
-from tinymqtt.packets import (decode, frame, NAMES, CONNECT, CONNACK, PUBLISH, PUBACK, PUBCOMP, SUBSCRIBE, SUBACK,
-                              UNSUBSCRIBE, UNSUBACK, DISCONNECT)
+from tinymqtt.packets import (frame, NAMES, CONNECT, CONNACK, PUBLISH, PUBACK, PUBCOMP, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
+                              UNSUBACK, DISCONNECT)
+from tinymqtt_cli.server_codec import decode  # decoding what we send (SUBSCRIBE, UNSUBSCRIBE) is the server half
 
 
 def describe(p):

@@ -1,14 +1,18 @@
 # The options `tinymqtt pub` and `tinymqtt sub` share (mosquitto_pub / mosquitto_sub names) and what they
-# become: the -L URL, -D properties, the TLS context and the Client. CPython only: a board never gets it.
+# become: the -L URL, -D properties, the TLS context and the Client. A command line mosquitto refuses is refused
+# here with mosquitto's words (client/client_shared.c, 2.0.11) in one line, exit 1. CPython only.
 import argparse
 import os
+import re
 import ssl
 from urllib.parse import unquote, urlsplit
 
 from tinymqtt import props as P
 from tinymqtt.client import Client
-from tinymqtt.errors import ConnectError, ConnectionLost, MQTTError
+from tinymqtt.errors import ConnectError, ConnectionLost, LocalProtocolError, MQTTError
 from tinymqtt.packets import Packet, PUBLISH
+from tinymqtt.topic import validate_filter, validate_name
+from tinymqtt_cli.formats import check_format
 
 VERSIONS = {"31": 3, "mqttv31": 3, "311": 4, "mqttv311": 4, "5": 5, "mqttv5": 5}
 NEVER_EXPIRES = 0xFFFFFFFF
@@ -37,19 +41,77 @@ TLS_VERSIONS = {"tlsv1.3": "TLSv1_3", "tlsv1.2": "TLSv1_2", "tlsv1.1": "TLSv1_1"
 
 
 class UsageError(Exception):
-    """A command line that cannot work (mosquitto says "Error: ..." and exits 1 for these too)."""
+    """A command line that cannot work: main() prints "Error: " and the text (a text that starts with "Error", as
+    mosquitto's 'Error loading input file', alone) and exits 1, as mosquitto does."""
+
+
+def atoi(v):
+    """C's atoi(), as mosquitto reads a number: the leading digits (0 without any)."""
+    m = re.match(r"\s*([+-]?\d+)", v)
+    return int(m.group(1)) if m else 0
+
+
+def checked(test, text):
+    # an argparse type: the value through test(), or UsageError(text % the value as atoi() reads it)
+    def check(v):
+        try:
+            out = test(v)
+        except ValueError:
+            out = None
+        if out is None:
+            raise UsageError(text % atoi(v) if "%d" in text else text)
+        return out
+    return check
+
+
+def in_range(lo, hi):
+    return lambda v: atoi(v) if lo <= atoi(v) <= hi else None
+
+
+def seconds(v):  # -W: mosquitto's whole seconds, and fractions of one too
+    return float(v) if float(v) > 0 else None
+
+
+def _version(v):
+    if v not in VERSIONS:
+        raise UsageError("Invalid protocol version argument given.")
+    return v
+
+
+# what mosquitto names the value of an option given without one ("-p argument given but no port specified.")
+_VALUES = {"-h": "host", "-p": "port", "-t": "topic", "-m": "message", "-f": "file", "-C": "count",
+           "-W": "timeout", "-k": "keepalive", "-q": "QoS", "-i": "id", "-I": "id prefix", "-u": "username",
+           "-F": "format", "-T": "topic filter", "-U": "unsubscribe topic", "-L": "URL", "-P": "password",
+           "--will-topic": "will topic", "--will-qos": "will QoS", "--will-payload": "will payload",
+           "--cafile": "file", "--capath": "directory", "--cert": "file", "--key": "file", "-V": "version",
+           "-x": "session expiry interval", "-D": "property"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose complaints become one mosquitto-worded line (UsageError) instead of its usage and exit 2."""
+
+    def error(self, message):
+        m = re.match(r"argument ([^:/ ]+)(?:/\S+)?: expected (?:one|at least one) argument", message)
+        if m:
+            raise UsageError("%s argument given but no %s specified." % (m.group(1), _VALUES.get(m.group(1), "value")))
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m:
+            raise UsageError("Unknown option '%s'." % m.group(1))
+        raise UsageError(message[:1].upper() + message[1:] + ".")
 
 
 def parser(prog, description):
-    ap = argparse.ArgumentParser(prog=prog, add_help=False, description=description)
+    ap = _Parser(prog=prog, add_help=False, description=description)
     ap.add_argument("-h", "--host")
-    ap.add_argument("-p", "--port", type=int)
+    ap.add_argument("-p", "--port", type=checked(in_range(1, 65535), "Invalid port given: %d"))
     ap.add_argument("-L", "--url", help="mqtt(s)://[user[:password]@]host[:port]/topic")
     ap.add_argument("-i", "--id")
     ap.add_argument("-I", "--id-prefix", help="the client id is this prefix and the process id")
-    ap.add_argument("-k", "--keepalive", type=int, default=60)
-    ap.add_argument("-V", "--protocol-version", default="311", choices=sorted(VERSIONS))
-    ap.add_argument("-q", "--qos", type=int, default=0, choices=(0, 1, 2))
+    ap.add_argument("-k", "--keepalive", default=60, help="5-65535 seconds, as mosquitto's (default 60)",
+                    type=checked(in_range(5, 65535),
+                                  "Invalid keepalive given, it must be between 5 and 65535 inclusive."))
+    ap.add_argument("-V", "--protocol-version", default="311", type=_version, metavar="{31,311,5}")
+    ap.add_argument("-q", "--qos", default=0, type=checked(in_range(0, 2), "Invalid QoS given: %d"))
     ap.add_argument("-c", "--disable-clean-session", action="store_true",
                     help="keep the session; reconnect with backoff after a lost connection and resume it")
     ap.add_argument("-x", "--session-expiry", help="v5 Session Expiry Interval (-1 or 4294967295: never)")
@@ -59,7 +121,7 @@ def parser(prog, description):
                     help="-D command identifier value (v5), e.g. -D publish user-property key value")
     ap.add_argument("--will-topic")
     ap.add_argument("--will-payload", default="")
-    ap.add_argument("--will-qos", type=int, default=0, choices=(0, 1, 2))
+    ap.add_argument("--will-qos", default=0, type=checked(in_range(0, 2), "Invalid will QoS %d."))
     ap.add_argument("--will-retain", action="store_true")
     ap.add_argument("--cafile")
     ap.add_argument("--capath")
@@ -72,8 +134,29 @@ def parser(prog, description):
     return ap
 
 
+def _valid(check, topic, text):
+    # None, or UsageError(text) naming the topic when check (topic.py's) refuses it
+    try:
+        check(topic)
+    except (LocalProtocolError, TypeError, ValueError):
+        raise UsageError(text % topic) from None
+
+
 def finish(a, topic_required=True):
-    """Applies -L, checks what argparse cannot, and returns the options with version, props and tls set."""
+    """Applies -L, checks what argparse cannot (as mosquitto checks it), and returns the options with version,
+    props and tls set."""
+    if a.id and a.id_prefix:
+        raise UsageError("-i and -I argument cannot be used together.")
+    for t in getattr(a, "filter_out", ()):
+        _valid(validate_filter, t, "Invalid filter topic '%s', are all '+' and '#' wildcards correct?")
+    for t in getattr(a, "unsubscribe", ()):
+        _valid(validate_filter, t, "Invalid unsubscribe topic '%s', are all '+' and '#' wildcards correct?")
+    if a.will_topic is not None:
+        _valid(validate_name, a.will_topic, "Invalid will topic '%s', does it contain '+' or '#'?")
+    elif a.will_payload or a.will_retain:
+        raise UsageError("Will %s given, but no will topic given." % ("payload" if a.will_payload else "retain"))
+    if getattr(a, "format", None) is not None and check_format(a.format):
+        raise UsageError(check_format(a.format))
     a.tls = bool(a.cafile or a.capath or a.cert or a.insecure or a.tls_version)
     if a.url:
         u = urlsplit(a.url)
@@ -93,8 +176,15 @@ def finish(a, topic_required=True):
     a.host = a.host or "localhost"
     a.tls = a.tls or a.port == 8883
     a.port = a.port or (8883 if a.tls else 1883)
+    sub = isinstance(a.topic, list)
+    for t in a.topic if sub else [a.topic] if a.topic is not None else []:
+        if sub:
+            _valid(validate_filter, t, "Invalid subscription topic '%s', are all '+' and '#' wildcards correct?")
+        else:
+            _valid(validate_name, t, "Invalid publish topic '%s', does it contain '+' or '#'?")
     if topic_required and not a.topic:
-        raise UsageError("give a topic with -t or -L")
+        raise UsageError("You must specify a topic to subscribe to." if sub else
+                         "Both topic and message must be supplied.")
     a.version = VERSIONS[a.protocol_version]
     a.props = properties(a.property, a.version)
     if a.session_expiry is not None:
@@ -163,7 +253,7 @@ def client(a, **extra):
     made = []
     port_impl = None
     if a.debug:
-        from tinymqtt.cli_debug import DebugPort
+        from tinymqtt_cli.debug import DebugPort
         import tinymqtt_port  # (the port a Client takes by default; its contract: tinymqtt/driver.py)
         port_impl = DebugPort(tinymqtt_port, v, lambda: made[0].session.client_id if made else a.id)
     will = None

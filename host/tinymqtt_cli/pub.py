@@ -6,7 +6,7 @@ import select
 import sys
 import time
 
-from tinymqtt import cli_args
+from tinymqtt_cli import args as cli_args
 from tinymqtt.errors import NotDelivered
 from tinymqtt.packets import PUBACK, PUBREC, PUBCOMP
 from tinymqtt.session import LOST
@@ -32,12 +32,13 @@ def _payload(a):
     if a.null_message:
         return b""
     if a.file:
-        with open(a.file, "rb") as f:
-            return f.read()
+        try:
+            with open(a.file, "rb") as f:
+                return f.read()
+        except OSError:
+            raise cli_args.UsageError('Error loading input file "%s".' % a.file) from None
     if a.stdin_file:
         return sys.stdin.buffer.read()
-    if a.message is None:
-        raise cli_args.UsageError("give a message with -m, -f, -s, -l or -n")
     return a.message.encode()
 
 
@@ -76,6 +77,11 @@ class _Tally:
 
 def run(argv):
     a = cli_args.finish(_parser().parse_args(argv))
+    modes = (a.message is not None) + bool(a.file) + a.stdin_file + a.stdin_line + a.null_message
+    if modes > 1:
+        raise cli_args.UsageError("Only one type of message can be sent at once.")
+    if not modes:
+        raise cli_args.UsageError("Both topic and message must be supplied.")
     payload = None if a.stdin_line else _payload(a)
     c = cli_args.client(a, batch=a.repeat_delay == 0 and not a.stdin_line,
                         max_inflight=a.max_inflight, out_size=1 << 20)

@@ -4,8 +4,8 @@
 import sys
 import time
 
-from tinymqtt import cli_args
-from tinymqtt.cli_format import message_line
+from tinymqtt_cli import args as cli_args
+from tinymqtt_cli.formats import message_line
 from tinymqtt.errors import MQTTError
 from tinymqtt.packets import SUBACK, sub_options
 from tinymqtt.handlers import matches
@@ -22,8 +22,10 @@ def _parser():
     ap.add_argument("-t", "--topic", action="append", default=[])
     ap.add_argument("-T", "--filter-out", action="append", default=[], help="do not print topics matching this")
     ap.add_argument("-U", "--unsubscribe", action="append", default=[], help="unsubscribe from this filter first")
-    ap.add_argument("-C", "--count", type=int, default=0, help="exit after this many messages")
-    ap.add_argument("-W", "--timeout", type=float, default=0, help="exit 27 after this many seconds")
+    ap.add_argument("-C", "--count", default=0, help="exit after this many messages",
+                    type=cli_args.checked(cli_args.in_range(1, 2 ** 31 - 1), 'Invalid message count "%d".'))
+    ap.add_argument("-W", "--timeout", default=0, help="exit 27 after this many seconds (fractions too)",
+                    type=cli_args.checked(cli_args.seconds, 'Invalid timeout "%d".'))
     ap.add_argument("-E", "--exit-after-sub", action="store_true", help="exit once subscribed")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the topic before each payload")
     ap.add_argument("-F", "--format", help="output format, as mosquitto_sub -F (%%t %%p %%q %%r %%j ...)")
@@ -72,8 +74,8 @@ class _Printer:
 
 def run(argv):
     a = cli_args.finish(_parser().parse_args(argv))
-    if a.format is not None and not a.no_eol:
-        a.format += "\n"  # as mosquitto_sub: -F does not override -N
+    if a.no_retained and a.retained_only:
+        raise cli_args.UsageError("Combining '-R' and '--retained-only' makes no sense.")
     extra = dict(topic_alias_maximum=TOPIC_ALIASES) if a.version == 5 else {}
     c = cli_args.client(a, receive_maximum=1024, max_inflight=16, **extra)
     pr = _Printer(a, c)

@@ -1,54 +1,74 @@
-# The server half of the MQTT codec, which a client never needs and a board never carries (the cli_ prefix
-# keeps it off every board: tools/boards.py): decode(), the general decoder of any packet at any level into a new
-# Packet (a session reads what it receives in place: packets.read_publish, read_packet), decoding CONNECT /
-# SUBSCRIBE / UNSUBSCRIBE, encoding CONNACK / SUBACK / UNSUBACK, Packet equality and repr, and defaults for the
-# fields only it and hand-built CONNECTs use. Importing it adds it to tinymqtt.packets (packets.encode and decode),
-# for the CLI's -d (which decodes what it sends) and for the tests' fake broker, codec tests and fuzzers (CPython
-# and MicroPython alike); the client half's framing and checks stay the only ones.
+# The server half of the MQTT codec, which a client never needs and a board never carries: decode(), the general
+# decoder of any packet into a new Packet (a session reads what it receives in place: packets.read_publish,
+# read_packet), decoding CONNECT / SUBSCRIBE / UNSUBSCRIBE, encode() of CONNACK / SUBACK / UNSUBACK (any other
+# packet by the client half's), and Packet: the core's Packet with a default for every field, equality and repr.
+# Its users import it by name: the CLI's -d (which decodes what it sends), the tests' fake broker, the codec tests
+# and fuzzers. It only calls the client half (tinymqtt.packets, props, wire) and changes nothing there; it stays
+# MicroPython-clean, because tests/shared runs it on MicroPython too.
 from tinymqtt import packets as K
 from tinymqtt.errors import protocol_error, LocalProtocolError, RemoteProtocolError
-from tinymqtt.packets import (Packet, CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE, UNSUBACK, V31, V311, V5, NAMES, frame,
-                              read_packet, read_publish)
+from tinymqtt.packets import (CONNECT, CONNACK, PUBLISH, SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, V31, V311, V5,
+                              NAMES, frame, read_packet, read_publish)
 from tinymqtt.props import Reader
 from tinymqtt.wire import put, _vbi_len
 
+# The largest packet the protocol can express (a 4-byte Remaining Length of 2**28 - 1): frame()'s default limit.
+MAX_PACKET = 268435460
 FIELDS = ("type", "pid", "reason", "props", "topic", "payload", "qos", "retain", "dup", "topics", "codes",
           "session_present", "client_id", "clean", "keepalive", "username", "password", "will")
 WILL = 0  # props.WILL: the property set of a Will
 
 
+class Packet(K.Packet):
+    """A tinymqtt.packets.Packet with a default for every field, so that a tool or a test may build a CONNECT with a
+    few: the fields the client half leaves out (a CONNACK's session_present, which it sets only in the CONNACKs it
+    reads; CONNECT's, which its session always sets; SUBSCRIBE's and UNSUBSCRIBE's topics), and the protocol level
+    a decoded CONNECT asked for. Equal to any Packet whose fields are the same (a memoryview payload compares as
+    its bytes); its repr names the fields that differ from the defaults, never a password or Authentication Data."""
+    version = V5
+    session_present = False
+    topics = None
+    client_id = ""
+    clean = True
+    keepalive = 0
+    username = None
+    password = None
+    will = None
+
+    def __eq__(self, other):
+        if not isinstance(other, K.Packet):
+            return False
+        for f in FIELDS:
+            a, b = _field(self, f), _field(other, f)
+            if a != b:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __repr__(self):
+        out = [NAMES.split()[self.type] if 0 <= self.type < 16 else str(self.type)]
+        for f in FIELDS[1:]:
+            v = _field(self, f)
+            if v != getattr(Packet, f):
+                if f == "password":
+                    v = "***"  # credentials never reach logs
+                elif f == "props" and 0x16 in v:  # nor Authentication Data (a token, a SCRAM proof...)
+                    v = dict(v)
+                    v[0x16] = "***"
+                out.append("%s=%r" % (f, v))
+        return "<" + " ".join(out) + ">"
+
+
+def _field(p, f):
+    # p's field f, the default above where p (a core Packet) has none; a memoryview as its bytes
+    v = getattr(p, f, getattr(Packet, f, None))
+    return bytes(v) if isinstance(v, memoryview) else v
+
+
 def _props(r, p, t):
     p.props = K.v5().read(r, t) or None
-
-
-def _eq(self, other):
-    if not isinstance(other, Packet):
-        return False
-    for f in FIELDS:
-        a, b = getattr(self, f), getattr(other, f)
-        if isinstance(a, memoryview):
-            a = bytes(a)
-        if isinstance(b, memoryview):
-            b = bytes(b)
-        if a != b:
-            return False
-    return True
-
-
-def _repr(self):
-    out = [NAMES.split()[self.type] if 0 <= self.type < 16 else str(self.type)]
-    for f in FIELDS[1:]:
-        v = getattr(self, f)
-        if v != getattr(Packet, f):
-            if f == "password":
-                v = "***"  # credentials never reach logs
-            elif f == "props" and 0x16 in v:  # nor Authentication Data (a token, a SCRAM proof...)
-                v = dict(v)
-                v[0x16] = "***"
-            elif isinstance(v, memoryview):
-                v = bytes(v)
-            out.append("%s=%r" % (f, v))
-    return "<" + " ".join(out) + ">"
 
 
 def binary(r, what):
@@ -58,9 +78,9 @@ def binary(r, what):
 
 
 def decode(mv, version=V5):
-    """Decodes the one whole packet in mv (a memoryview or bytes) into a new Packet; raises RemoteProtocolError.
-    What a client receives is read by the client half's own readers (a session's checks, the same errors); a
-    CONNECT, SUBSCRIBE or UNSUBSCRIBE by this module."""
+    """Decodes the one whole packet in mv (a memoryview or bytes) into a new Packet (this module's); raises
+    RemoteProtocolError. What a client receives is read by the client half's own readers (a session's checks, the
+    same errors); a CONNECT, SUBSCRIBE or UNSUBSCRIBE by this module."""
     n = len(mv)
     if n < 2 or frame(mv, n) != n:
         raise RemoteProtocolError(0x81, "the Remaining Length of a %d-byte packet disagrees with its size" % n)
@@ -136,23 +156,33 @@ def _d_subscribe(r, p, v):  # SUBSCRIBE and UNSUBSCRIBE, after the packet id
         raise protocol_error("%s without a topic filter" % NAMES.split()[p.type])
 
 
-_CLIENT = K.encode  # the client half's encode(), which refuses the three below
-
-
 def encode(buf, p, version=V5, off=0):
-    """packets.encode once this module is imported: a CONNACK, SUBACK or UNSUBACK here (two passes, as the client
-    half's: buf None only sizes it), any other packet by the client half's."""
+    """Writes packet p into buf at off for the given protocol level and returns its length: a CONNACK, SUBACK or
+    UNSUBACK here (two passes, as the client half's: buf None only sizes it), any other packet by the client half's
+    packets.encode()."""
     if p.type not in (2, 9, 11):  # CONNACK, SUBACK, UNSUBACK (a tuple of constants: nothing allocated, as the client's)
-        return _CLIENT(buf, p, version, off)
-    n = _encode(None, 0, p, version)
+        return K.encode(buf, p, version, off)
+    n = _body(None, 0, p, version)
+    size = 1 + _vbi_len(n) + n
     if buf is None:
-        return 1 + _vbi_len(n) + n
-    return _encode(buf, K._header(buf, off, p.type << 4, n), p, version) - off
+        return size
+    if off + size > len(buf):
+        raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
+                                 % (size, len(buf) - off))
+    buf[off] = p.type << 4  # the fixed header: type (these three have no flags), then the Remaining Length
+    pos = off + 1
+    while True:
+        buf[pos] = n & 0x7F | (0x80 if n > 0x7F else 0)
+        pos += 1
+        n >>= 7
+        if not n:
+            break
+    return _body(buf, pos, p, version) - off
 
 
-def _encode(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK
-    if p.type == K.CONNACK:
-        pos = put(b, put(b, pos, bool(p.session_present), 1), p.reason, 1)
+def _body(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK; b None: only counts
+    if p.type == CONNACK:
+        pos = put(b, put(b, pos, bool(getattr(p, "session_present", False)), 1), p.reason, 1)
     else:
         if not p.pid:
             raise LocalProtocolError(0x81, "%s needs a packet identifier 1-65535" % NAMES.split()[p.type])
@@ -164,20 +194,3 @@ def _encode(b, pos, p, v):  # the body of a CONNACK, SUBACK or UNSUBACK
     for c in p.codes or ():
         pos = put(b, pos, c, 1)
     return pos
-
-
-def install():
-    """Makes tinymqtt.packets speak both halves (idempotent)."""
-    K.encode, K.decode = encode, decode  # (`from tinymqtt.packets import encode, decode`, as tools and tests write it)
-    K.MAX_PACKET = 268435460  # (frame()'s default limit: the largest packet a 4-byte Remaining Length expresses)
-    Packet.version = V5  # set by decoding a CONNECT
-    # Defaults the client half leaves out: session_present (set only in the CONNACKs it decodes), and CONNECT's
-    # fields (the session always sets them all), so that tools and tests may build a CONNECT with a few.
-    Packet.session_present = False
-    Packet.topics = None  # SUBSCRIBE's and UNSUBSCRIBE's (the client half reads them only when it encodes one)
-    Packet.client_id, Packet.clean, Packet.keepalive = "", True, 0
-    Packet.username = Packet.password = Packet.will = None
-    Packet.__eq__, Packet.__repr__ = _eq, _repr
-
-
-install()  # importing it is enough
