@@ -33,10 +33,9 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
 
 
 def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):
-    """The footprint bench's 32-bit rows run one script (footprint.SCRIPT32) through a link scripted inside the
-    interpreter (tools/bench/fp/scripted_port.py). Their 32-bit unix port needs pyodide, which `make test` never
-    fetches; the 64-bit unix port runs the same tree here: for each row the client connects, and after a collection
-    subscribes, publishes and gets its message back from the script."""
+    """The footprint bench's WebAssembly rows run one script (footprint.SCRIPT32) through a link scripted inside
+    the interpreter (tools/bench/fp/scripted_port.py); the 64-bit unix port runs the same tree here: for each row
+    the client connects, and after a collection subscribes, publishes and gets its message back from the script."""
     from tools import boards, deploy
     from tools.bench import footprint
     for label, profile, app, version in footprint.ROWS:
@@ -48,8 +47,8 @@ def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):
 
 def test_the_heap_per_mpy_byte_note_computes_the_core_that_16_kb_would_allow():
     """The footprint section's sentence on issue 12's heap target from plain .mpy (report.mpy_heap_ratio): the
-    32-bit unix port rows, which a full bench run has and `make test` does not (no pyodide), give each client's
-    import heap per .mpy byte and the mqtt311 core a 16 KB connected client would allow at its own ratio."""
+    32-bit unix port rows (tools/mp32.py's build) give each client's import heap per .mpy byte and the mqtt311
+    core a 16 KB connected client would allow at its own ratio; made-up rows here, checked to the byte."""
     from tools.bench.report import mpy_heap_ratio
     rows = [{"client": "tinymqtt blocking", "profile": "mqtt311", "mpy": 10000,
              "u32": {"import": 15000, "connected": 19096}},

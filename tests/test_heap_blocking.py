@@ -1,6 +1,6 @@
 # The blocking Client's heap cost through its public API, on real MicroPython over real sockets against a
 # real mosquitto: tests/sim_apps/heap_blocking.py on the 32-bit WebAssembly build (the simulated board, its
-# blocking sockets bridged to Node's) and on the 64-bit unix port. Publishing with loop() until the flow
+# blocking sockets bridged to Node's), on the 64-bit unix port and on the 32-bit unix port (tools/mp32.py). Publishing with loop() until the flow
 # completes allocates nothing (heap_lock() proves it) at QoS 0/1/2, MQTT 3.1.1 and 5, with and without a
 # topic alias, with a clock that wraps around during the run; a received message costs its payload view.
 import os
@@ -8,6 +8,7 @@ import os
 import pytest
 
 import tools.sim
+from tests.support import unixport
 from tests.support.report import record
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_apps", "heap_blocking.py")
@@ -48,3 +49,10 @@ def test_blocking_client_publishes_without_allocating_on_the_unix_port(broker):
     res = run_board("unix", broker, "hb/unix/")
     assert res["ticks_max"] == (1 << 62) - 1  # the 64-bit build
     check(res, "64-bit", 32)
+
+
+def test_blocking_client_publishes_without_allocating_on_the_32_bit_unix_port(broker):
+    unixport.need32()
+    res = run_board("unix32", broker, "hb/unix32/")
+    assert res["ticks_max"] == (1 << 30) - 1  # the boards' 31-bit small ints, with real sockets
+    check(res, "32-bit unix", 16)

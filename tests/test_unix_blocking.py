@@ -1,7 +1,8 @@
 # The blocking client on MicroPython's unix port with real sockets against a real mosquitto: the tests of
 # tests/test_sim_board.py (will, status, QoS 0/1/2 both ways with exact counts, keep-alive at 2 s, topic
 # aliases, reconnect with resend through a proxy that drops acks), each with the blocking twin of its board
-# app (tests/unix_apps/blocking/), on ports/linux and on ports/common under the esp32 layer.
+# app (tests/unix_apps/blocking/), on ports/linux and on ports/common under the esp32 layer, on the 64-bit and
+# the 32-bit unix ports (tests/test_unix_aio.py's LAYERS).
 import os
 
 import pytest
@@ -25,7 +26,9 @@ def board(layer):
     yield from boards(APPS, layer)
 
 
-@pytest.fixture(scope="module")
-def keepalive_run():
+@pytest.fixture(scope="module", params=["unix", "unix32"])
+def keepalive_run(request):
     """Three blocking clients (3.1, 3.1.1, 5.0), keepalive 2 s, idle 5 s: (RESULT, client id, broker log)."""
-    return keepalive_runs.result("unix-blocking")
+    if request.param == "unix32":
+        unixport.need32()
+    return keepalive_runs.result(request.param + "-blocking")

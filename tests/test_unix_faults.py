@@ -4,6 +4,7 @@
 # silent (SIGSTOP) found by keep-alive at 2 s, a broker restart that forgot the client (reconnect,
 # resubscribe, resend), and TLS with the test CA (valid, wrong CA, wrong host, no CA). The apps are in
 # tests/unix_apps/; the CPython side reuses tests/test_faults.py's Watcher / Feeder and its delivery check.
+# All but TLS (that build has no ssl) run on the 32-bit port too (tools/mp32.py), ports/linux.
 import collections
 import os
 import random
@@ -20,6 +21,7 @@ from tests.test_tls import pki, tls_broker, USER, SECRET  # noqa: F401 (fixtures
 pytestmark = pytest.mark.skipif(not unixport.available(), reason="needs .venv/bin/micropython")
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unix_apps")
 APIS = ["blocking", "aio"]
+BITS = [pytest.param(64, id="64bit"), pytest.param(32, id="32bit")]
 N, CUTS, SEED = 1000, 20, 20261122
 
 
@@ -37,8 +39,10 @@ def only_result(b, timeout):
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("role", ["publisher", "subscriber"])
-@pytest.mark.parametrize("layer", ["linux", "esp32-mpy"])  # esp32-mpy: the library as deploy builds it (unixport)
+# esp32-mpy: the library as deploy builds it (unixport)
+@pytest.mark.parametrize("layer", ["linux", "esp32-mpy", pytest.param(("linux", 32), id="linux-32bit")])
 def test_random_cuts_lose_nothing(make_broker, api, role, layer):
+    layer, bits = unixport.split(layer)
     br = make_broker()
     topic, seed = "uf/" + uid(), SEED + len(api) + len(role)
     env = dict(BROKER_HOST="127.0.0.1", CLIENT_ID="u" + uid(), VERSION=5, N=N, TOPIC=topic, API=api, ROLE=role)
@@ -47,14 +51,14 @@ def test_random_cuts_lose_nothing(make_broker, api, role, layer):
         env["BROKER_PORT"] = px.port
         if role == "publisher":
             w = Watcher(br, topic, 5)
-            with unixport.Board(app("faults.py"), layer, env) as b:
+            with unixport.Board(app("faults.py"), layer, env, bits=bits) as b:
                 res = only_result(b, 120)
             assert until(lambda: all(w.got[b"q%d-%06d" % (q, i)] for q in (1, 2) for i in range(N)), 30), \
                 "not all arrived: %d distinct" % len(w.got)
             w.close()
             got = w.got
         else:
-            with unixport.Board(app("faults.py"), layer, env) as b:
+            with unixport.Board(app("faults.py"), layer, env, bits=bits) as b:
                 b.expect("READY", 15)
                 f = Feeder(br, topic, N, 5)
                 res = only_result(b, 120)
@@ -65,13 +69,15 @@ def test_random_cuts_lose_nothing(make_broker, api, role, layer):
         excused = broker_resends(px)  # mosquitto 2.0.11 re-sends some QoS 2 PUBLISHes after their PUBREL
         dups = check_delivery(got, N, "unix %s %s" % (api, role), excused)
         assert len(px.cuts) >= CUTS // 4, px.cuts  # the traffic may end before every planned cut
-    report.record("unix port faults: %s %s%s" % (api, role, "" if layer == "linux" else " (" + layer + ")"),
+    report.record("unix port faults: %s %s%s%s" % (api, role, "" if layer == "linux" else " (" + layer + ")",
+                                                   " (32-bit)" if bits == 32 else ""),
                   "%d QoS 1 + %d QoS 2 msgs, %d cuts, 0 lost, 0 QoS 2 twice, %d QoS 1 dups, "
                   "%d broker re-sends after PUBREL" % (N, N, len(px.cuts), dups, len(excused)))
 
 
+@pytest.mark.parametrize("bits", BITS)
 @pytest.mark.parametrize("api", APIS)
-def test_a_broker_that_pauses_between_reads_loses_no_qos0_message(broker, peers, api):
+def test_a_broker_that_pauses_between_reads_loses_no_qos0_message(broker, peers, api, bits):
     n = 400
     topic = "up/" + uid()
     peer = peers(broker, 5)
@@ -81,7 +87,7 @@ def test_a_broker_that_pauses_between_reads_loses_no_qos0_message(broker, peers,
     with FaultProxy(broker.host, broker.port) as px:
         px.plan = lambda number: Plan(delay=0.4)  # holds each chunk 0-400 ms before reading the next
         env["BROKER_PORT"] = px.port
-        with unixport.Board(app("qos0.py"), "linux", env) as b:
+        with unixport.Board(app("qos0.py"), "linux", env, bits=bits) as b:
             assert until(lambda: b.proc.poll() is not None, 60, [peer]), b
             res = only_result(b, 5)
         assert until(lambda: len(peer.msgs) >= n, 60, [peer]), "%d of %d arrived" % (len(peer.msgs), n)
@@ -89,11 +95,12 @@ def test_a_broker_that_pauses_between_reads_loses_no_qos0_message(broker, peers,
     assert [m.payload for m in peer.msgs] == [b"%04d" % i + b"." * 1020 for i in range(n)]
 
 
+@pytest.mark.parametrize("bits", BITS)
 @pytest.mark.parametrize("api", APIS)
-def test_keepalive_finds_a_silent_broker(make_broker, api):
+def test_keepalive_finds_a_silent_broker(make_broker, api, bits):
     br = make_broker()
     env = dict(BROKER_HOST=br.host, BROKER_PORT=br.port, CLIENT_ID="u" + uid(), VERSION=5, KEEPALIVE=2, API=api)
-    with unixport.Board(app("silent.py"), "linux", env) as b:
+    with unixport.Board(app("silent.py"), "linux", env, bits=bits) as b:
         b.expect("READY", 15)
         os.kill(br.proc.pid, signal.SIGSTOP)
         try:
@@ -102,12 +109,14 @@ def test_keepalive_finds_a_silent_broker(make_broker, api):
             os.kill(br.proc.pid, signal.SIGCONT)
     assert res["lost"], res
     assert "0x8D" in res["error"] or "keep" in res["error"].lower(), res["error"]  # Keep Alive timeout
-    report.record("unix port keep-alive 2 s, silent broker (%s): found after (ms)" % api, res["ms"])
+    report.record("unix port keep-alive 2 s, silent broker (%s%s): found after (ms)"
+                  % (api, ", 32-bit" if bits == 32 else ""), res["ms"])
 
 
+@pytest.mark.parametrize("bits", BITS)
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("version", [4, 5], ids=["v3.1.1", "v5"])
-def test_broker_restart_reconnect_resubscribe_resend(make_broker, api, version):
+def test_broker_restart_reconnect_resubscribe_resend(make_broker, api, version, bits):
     n = 10
     br = make_broker(persistence=True)
     prefix = "ur/%s/" % uid()
@@ -116,7 +125,7 @@ def test_broker_restart_reconnect_resubscribe_resend(make_broker, api, version):
     watch.c.subscribe(prefix + "data", 2)
     env = dict(BROKER_HOST=br.host, BROKER_PORT=br.port, CLIENT_ID="u" + uid(), VERSION=version, N=n,
                PREFIX=prefix, API=api)
-    with unixport.Board(app("restart.py"), "linux", env) as b:
+    with unixport.Board(app("restart.py"), "linux", env, bits=bits) as b:
         b.expect("READY", 15)
         br.stop()
         b.expect("QUEUED", 30)

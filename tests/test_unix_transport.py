@@ -4,7 +4,8 @@
 # a reader that pauses between reads (partial sends, and the send timeout that must not fire), a reader
 # that stalls, a close, a reset, a refused connect, and packets through each transport with the heap locked
 # (no allocation). Then a WLAN drop under a connected client on the board layers (the fake `network` only),
-# blocking and asyncio. tests/unix_apps/transport.py and wlan_drop.py are the board side.
+# blocking and asyncio. tests/unix_apps/transport.py and wlan_drop.py are the board side. ports/linux and the
+# esp32 layer run on the 32-bit port too (tools/mp32.py).
 import os
 import socket
 import struct
@@ -103,12 +104,16 @@ class Server:
         self.sock.close()
 
 
-@pytest.mark.parametrize("board", unixport.BOARDS + ("cpython",))
+BITS32 = [pytest.param(("linux", 32), id="linux-32bit"), pytest.param(("esp32", 32), id="esp32-32bit")]
+
+
+@pytest.mark.parametrize("board", list(unixport.BOARDS + ("cpython",)) + BITS32)
 def test_transport_on_real_sockets(board):
+    board, bits = unixport.split(board)
     server = Server([late, slow, stalled, closed, reset, echo, echo])
     try:
         rc, out, res = unixport.run(APP, board, {"SERVER_PORT": server.port, "CLOSED_PORT": free_port()},
-                                    timeout=90)
+                                    timeout=90, bits=bits)
     finally:
         server.close()
     assert rc == 0, out
@@ -119,7 +124,8 @@ def test_transport_on_real_sockets(board):
     if board in ("linux", "cpython"):
         calls, short = r["slow"]["sends"]
         assert short >= 1 and calls > short, "the case made partial sends (%d of %d)" % (short, calls)
-        report.record("transport partial sends, 2 MB through a 64 KB send buffer (%s)" % board,
+        report.record("transport partial sends, 2 MB through a 64 KB send buffer (%s%s)"
+                      % (board, ", 32-bit" if bits == 32 else ""),
                       "%d of %d send calls" % (short, calls))
     assert "took no data for 500 ms" in r["stalled"]["r"]["lost"], r["stalled"]
     assert "closed the connection" in r["closed"]["r"]["lost"]
@@ -135,11 +141,12 @@ def test_transport_on_real_sockets(board):
 
 
 @pytest.mark.parametrize("api", ["blocking", "aio"])
-@pytest.mark.parametrize("board", ["esp32", "picow"])
+@pytest.mark.parametrize("board", ["esp32", "picow", pytest.param(("esp32", 32), id="esp32-32bit")])
 def test_wlan_drop_under_a_connected_client(broker, board, api):
+    board, bits = unixport.split(board)
     env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, CLIENT_ID="w" + uuid.uuid4().hex[:8],
                PREFIX="uw/%s/" % uuid.uuid4().hex[:8], API=api)
-    rc, out, res = unixport.run(os.path.join(os.path.dirname(APP), "wlan_drop.py"), board, env, timeout=60)
+    rc, out, res = unixport.run(os.path.join(os.path.dirname(APP), "wlan_drop.py"), board, env, timeout=60, bits=bits)
     assert rc == 0, out
     r, = res
     assert r["got"] == ["one", "two"] and r["connects"] == 2, r

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a fresh clone for `make test`: .venv (requirements-test.txt), node_modules (package-lock.json:
-# the npm MicroPython) and the mosquitto broker (apt, as root). Idempotent: stamp files inside .venv and
+# the npm MicroPython), the mosquitto broker (apt, as root) and the 32-bit MicroPython port (tools/mp32.py, from
+# ../shared/micropython). Idempotent: stamp files inside .venv and
 # node_modules record what was installed, so a second run only compares two hashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,11 @@ if [ "$(cat node_modules/.bootstrap-stamp 2>/dev/null)" != "$want" ]; then
     echo "$want" >node_modules/.bootstrap-stamp
 fi
 
-# 4. This checkout on .venv's path (a .pth file, offline, no build step): the core (lib), the Linux port and the
+# 4. The 32-bit MicroPython unix port and firmware with tinymqtt frozen, built from ../shared/micropython into
+#    ~/.cache/tinymqtt (cached by the tarballs' hash and the library's content; tools/mp32.py says more).
+.venv/bin/python -m tools.mp32
+
+# 5. This checkout on .venv's path (a .pth file, offline, no build step): the core (lib), the Linux port and the
 #    host packages (host: `.venv/bin/python -m tinymqtt_cli` works after `make test` / `make demo`); users outside
 #    the checkout `pip install .` instead (README).
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -1,7 +1,7 @@
 # The keep-alive board program (three clients, 3.1 / 3.1.1 / 5.0, keepalive 2 s, idle 5 s) on every board kind
-# the suite knows, started together against one mosquitto that logs every packet, the first time any of
-# test_sim_board / test_aio_cpython / test_unix_aio / test_unix_blocking asks: the boards only wait, so they
-# share the 5 s instead of taking it in turn. result(kind) -> (RESULT, client id, broker log) for that board.
+# the suite knows (the unix ports: 64-bit and 32-bit), started together against one mosquitto that logs every
+# packet, the first time any of test_sim_board / test_aio_cpython / test_unix_aio / test_unix_blocking asks: the
+# boards only wait, so they share the 5 s instead of taking it in turn. result(kind) -> (RESULT, client id, broker log) for that board.
 import os
 
 import tools.sim
@@ -16,14 +16,15 @@ _results = {}
 
 
 def _start(kind, env):
-    if kind == "unix-blocking":  # the blocking twin on the unix port (ports/linux)
-        return unixport.Board(BLOCKING_APP, "linux", env)
-    return tools.sim.start_app(AIO_APP, env=env, board=kind)  # sim, linux (CPython), unix
+    if kind in ("unix-blocking", "unix32-blocking"):  # the blocking twin on a unix port (ports/linux)
+        return unixport.Board(BLOCKING_APP, "linux", env, bits=32 if kind == "unix32-blocking" else 64)
+    return tools.sim.start_app(AIO_APP, env=env, board=kind)  # sim, linux (CPython), unix, unix32
 
 
 def _kinds():
     return (["sim"] if micropython.available() else []) + ["linux"] + (
-        ["unix", "unix-blocking"] if unixport.available() else [])
+        ["unix", "unix-blocking"] if unixport.available() else []) + (
+        ["unix32", "unix32-blocking"] if tools.sim.micropython32() else [])
 
 
 def _run_all():
@@ -53,7 +54,8 @@ def _run_all():
 def result(kind):
     if not _results:
         _run_all()
-    got = _results.get(kind) or AssertionError("no %s board on this machine (node / .venv/bin/micropython)" % kind)
+    got = _results.get(kind) or AssertionError("no %s board on this machine (node / .venv/bin/micropython / "
+                                               "python -m tools.mp32)" % kind)
     if isinstance(got, Exception):
         raise got
     return got

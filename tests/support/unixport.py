@@ -1,4 +1,5 @@
-# Runs board programs under MicroPython's unix port (.venv/bin/micropython: real socket, select, ssl) with
+# Runs board programs under MicroPython's unix port (.venv/bin/micropython: real socket, select, ssl; or, with
+# bits=32, the 32-bit build of tools/mp32.py: real socket and select, no ssl, the boards' 31-bit small ints) with
 # the file tree a board gets: lib/tinymqtt, lib/tinymqtt_port.py and config.py (tools.sim.assemble); for
 # "esp32" / "picow" also ports/common's tinymqtt_board.py and a fake `network` (tests/fakes/BOARD), never a
 # fake socket. Programs print "RESULT {json}" lines; tracebacks come on stdout (the unix port's habit).
@@ -18,6 +19,22 @@ WIFI = {"WIFI_SSID": "home", "WIFI_PASSWORD": "secret"}
 
 def available():
     return os.access(MICROPYTHON, os.X_OK)
+
+
+def need32():
+    """Skips the calling test when the 32-bit port is left out on purpose (TINYMQTT_NO_MP32=1); fails it when the
+    port is missing otherwise (the bootstrap builds it: a missing build is a broken set-up, not a reason to skip)."""
+    import pytest
+    from tools import mp32
+    if os.environ.get(mp32.OFF):
+        pytest.skip("%s is set: no 32-bit MicroPython port" % mp32.OFF)
+    if tools.sim.micropython32() is None:
+        pytest.fail("no 32-bit MicroPython port: run python -m tools.mp32 (tools/bootstrap.sh does)", pytrace=False)
+
+
+def split(layer):
+    """A layer of the tests' parameters, "esp32-mpy" (64-bit) or ("esp32-mpy", 32): (name, bits)."""
+    return layer if isinstance(layer, tuple) else (layer, 64)
 
 
 def tree(app, dst, board="linux", env=None):
@@ -54,20 +71,31 @@ def tree(app, dst, board="linux", env=None):
 
 class Board(tools.sim.Board):
     """A program running in the background on the unix port (expect(), wait(), results(), close()); board
-    "cpython" runs it under CPython with ports/linux instead."""
+    "cpython" runs it under CPython with ports/linux instead; bits=32 on the 32-bit port; frozen=PROFILE on the
+    32-bit firmware with that profile and ports/linux frozen in (tools/mp32.py), the tree without its lib/."""
 
-    def __init__(self, app, board="linux", env=None, heap=None):
+    def __init__(self, app, board="linux", env=None, heap=None, bits=64, frozen=None):
         if board == "cpython":  # the same tree and program under CPython (ports/linux), for comparison
             super().__init__(app, env, heap, board="linux")
             return
+        exe = None
+        if bits == 32 or frozen:
+            need32()
+            bits = 32
+        if frozen:
+            from tools import mp32
+            exe = mp32.frozen(frozen)  # built now if this checkout's library changed since the last build
         tmp = tempfile.mkdtemp(prefix="tinymqtt-unix-")
-        super().__init__(board="unix", root=tree(app, tmp, board, env), heap=heap)
+        root = tree(app, tmp, board, env)
+        if frozen:  # only main.py and config.py: the library and the port come from the firmware
+            shutil.rmtree(os.path.join(root, "lib"))
+        super().__init__(board="unix32" if bits == 32 else "unix", root=root, heap=heap, exe=exe)
         self._tmp = tmp  # removed by close()
 
 
-def run(app, board="linux", env=None, heap=None, timeout=60):
+def run(app, board="linux", env=None, heap=None, timeout=60, bits=64, frozen=None):
     """Runs a program to its end: (exit code, stdout, the RESULT values). A timeout kills it (exit -9)."""
-    with Board(app, board, env, heap) as b:
+    with Board(app, board, env, heap, bits, frozen) as b:
         try:
             rc = b.proc.wait(timeout)
         except subprocess.TimeoutExpired:

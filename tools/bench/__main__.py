@@ -12,18 +12,20 @@ import subprocess
 import sys
 import time
 
-from tools.bench import codec, footprint, mp, mp_unix, report, spark_ceiling, throughput
+from tools.bench import codec, footprint, mp, mp_unix, realistic, report, spark_ceiling, throughput
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
-SECTIONS = ("throughput", "latency", "micropython", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint")
+SECTIONS = ("throughput", "latency", "micropython", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint",
+            "realistic")
+QUICK_SKIPS = ("spark", "realistic")  # minutes even when quick: only when --only names them
 
 
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny run that proves the bench works (seconds)")
     ap.add_argument("--only", default=None, help="comma-separated: " + ", ".join(SECTIONS) + " (--quick leaves "
-                                                 "spark out unless named here)")
+                                                 "spark and realistic out unless named here)")
     ap.add_argument("--spark-n", type=int, help="messages preloaded for the Spark ceiling (default 50000)")
     ap.add_argument("--n", type=int, help="messages per throughput run (default 100000; quick: 300)")
     ap.add_argument("--rounds", type=int, help="throughput rounds, median taken (default 5; quick: 1)")
@@ -42,7 +44,7 @@ def parse(argv):
                          "other work on a shared machine yields to them)")
     a = ap.parse_args(argv)
     a.only = [s.strip() for s in a.only.split(",") if s.strip()] if a.only else \
-        [s for s in SECTIONS if not (a.quick and s == "spark")]
+        [s for s in SECTIONS if not (a.quick and s in QUICK_SKIPS)]
     a.spark_n = a.spark_n or (2000 if a.quick else 50000)
     bad = [s for s in a.only if s not in SECTIONS]
     if bad:
@@ -199,6 +201,9 @@ def main(argv=None):
     if "footprint" in a.only:
         log("bench: what each profile costs a board (real MicroPython)")
         res["footprint"] = footprint.measure(a.quick, log)
+    if "realistic" in a.only:
+        log("bench: one realistic program per client on the 64-bit, 32-bit and frozen builds")
+        res["realistic"] = realistic.measure(a.quick, log)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(_jsonable(res), f, indent=1)

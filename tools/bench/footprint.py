@@ -1,14 +1,15 @@
 # What each profile costs a board, measured on real MicroPython in one run: .mpy bytes as deploy writes them
-# for the esp32 board (tools.size); heap after import and when connected on two 32-bit builds without sockets
-# (the WebAssembly build and the 32-bit unix port, tools/bench/mp_unix32.py; a link scripted inside the
-# interpreter answers, fp/scripted_port.py) and on the 64-bit unix port (real sockets, real mosquitto); the
-# smallest `-X heapsize` with which the 64-bit unix port connects, subscribes, publishes and receives; and the
-# heap when the library runs from ROMFS (the image `deploy --romfs` writes, mounted by VfsRom: bytecode stays in
-# the image, the heap keeps the objects), on both unix ports. umqtt.simple (PyPI micropython-umqtt.simple via
-# tools/bench/mp_unix.py) and PyPI's micropython-mqtt (mqtt_async, an mqtt_as derivative) go through the same
-# steps on the 64-bit unix port, versions printed; mqtt_as itself is on no registry this machine reaches.
+# for the esp32 board (tools.size); heap after import and when connected on the 64-bit unix port (PyPI) and the
+# 32-bit unix port (tools/mp32.py, built from ../shared/micropython: the boards' 31-bit small ints), both with
+# real sockets against a real mosquitto, and on the WebAssembly build (32-bit, no sockets: a link scripted
+# inside the interpreter answers, fp/scripted_port.py); the smallest `-X heapsize` with which each unix port
+# connects, subscribes, publishes and receives; the heap when the library runs from ROMFS (the image `deploy
+# --romfs` writes, mounted by VfsRom: bytecode stays in the image, the heap keeps the objects), on both unix
+# ports; and on the 32-bit firmware with the library frozen through manifest.py (tools/mp32.py). umqtt.simple
+# (PyPI micropython-umqtt.simple via tools/bench/mp_unix.py) and PyPI's micropython-mqtt (mqtt_async, an mqtt_as
+# derivative) go through the same steps on both unix ports, versions printed. tools/bench/realistic.py measures
+# one realistic program per client, mqtt_as 0.8.3 and umqtt.simple 1.7.0 from the source tarballs included.
 #   python -m tools.bench.footprint [--quick]     (make bench runs it as its "footprint" section)
-import contextlib
 import dataclasses
 import json
 import os
@@ -18,8 +19,8 @@ import sys
 import tempfile
 import time
 
-from tools import boards as boards_mod, deploy, size
-from tools.bench import mp_unix, mp_unix32
+from tools import boards as boards_mod, deploy, mp32, size
+from tools.bench import mp_unix
 from tools.bench.broker import BenchBroker
 
 ROOT = boards_mod.REPO
@@ -55,40 +56,43 @@ def tree(dest, profile, app, version, host="127.0.0.1", port=1883, extra=()):
 
 
 def tree32(dest, app, version, opts):
-    """A copy of the tree for the 32-bit builds, which have no sockets: its tinymqtt_port is fp/scripted_port.py
-    (a server scripted inside the interpreter, imported before the baseline, as a board's port: its .mpy is
-    listed apart, port_mpy()), and fp32.py is SCRIPT32 for the 32-bit unix port (for umqtt.simple: its own app,
-    fp_umqtt.py, with fp/scripted_socket.py as its usocket)."""
+    """A copy of the tree for the WebAssembly build, which has no sockets: its tinymqtt_port is
+    fp/scripted_port.py (a server scripted inside the interpreter, imported before the baseline, as a board's
+    port: its .mpy is listed apart, port_mpy()); fp32.py is SCRIPT32 as a unix port runs it (tests/
+    test_bench_smoke.py checks the scripted link with it)."""
     d32 = dest + "-u32"
     shutil.copytree(dest, d32)
     with open(os.path.join(d32, "lib", "tinymqtt_port.mpy"), "wb") as f:
         f.write(deploy.compile_mpy(os.path.join(FP, "scripted_port.py"), "tinymqtt_port.py", [], os.path.dirname(d32)))
-    if app == "fp_umqtt.py":  # umqtt.simple opens sockets itself: its usocket is the scripted server too
-        with open(os.path.join(d32, "lib", "scripted_socket.mpy"), "wb") as f:
-            f.write(deploy.compile_mpy(os.path.join(FP, "scripted_socket.py"), "scripted_socket.py", [],
-                                       os.path.dirname(d32)))
     with open(os.path.join(d32, "fp32.py"), "w") as f:
-        f.write("import sys, scripted_socket  # before the app's baseline\n"
-                "sys.modules[\"usocket\"] = scripted_socket\nimport fp_umqtt\n"
-                if app == "fp_umqtt.py" else script32(app, version, opts, wasm=False))
+        f.write(script32(app, version, opts, wasm=False))
     return d32
 
 
-def run_unix(dest, heapsize, timeout=60, main="main.py", path=None, u32=None):
-    """{"import", "connected", "received"} from one run on the unix port (the 64-bit one, or the 32-bit one when
-    u32 is a mp_unix32.Runner), or None when it failed. path: the folders on MICROPYPATH after .frozen (default:
-    the tree's lib/ and the tree)."""
+def frozen_tree(dest):
+    """A copy of a tree without tinymqtt and its port, for the firmware that has them frozen (tools/mp32.py)."""
+    out = dest + "-frozen"
+    shutil.copytree(dest, out)
+    lib = os.path.join(out, "lib")
+    for name in os.listdir(lib):
+        if name.startswith("tinymqtt"):
+            path = os.path.join(lib, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    return out
+
+
+def run_unix(dest, heapsize, timeout=60, main="main.py", path=None, exe=None):
+    """{"import", "connected", "received"} from one run on the unix port (the 64-bit one, or exe: the 32-bit one
+    or a firmware), or None when it failed. path: the folders on MICROPYPATH after .frozen (default: the tree's
+    lib/ and the tree)."""
     path = path or [os.path.join(dest, "lib"), dest]
-    if u32 is not None:
-        rc, out = u32.run(dest, heapsize, main, path)
-    else:
-        env = {"MICROPYPATH": ":".join([".frozen"] + path), "PATH": os.environ.get("PATH", "")}
-        try:
-            p = subprocess.run([micropython(), "-X", "heapsize=%d" % heapsize, main], cwd=dest, env=env,
-                               capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        rc, out = p.returncode, p.stdout
+    env = {"MICROPYPATH": ":".join([".frozen"] + path), "PATH": os.environ.get("PATH", "")}
+    try:
+        p = subprocess.run([exe or micropython(), "-X", "heapsize=%d" % heapsize, main], cwd=dest, env=env,
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    rc, out = p.returncode, p.stdout
     for line in (out or "").splitlines():
         if line.startswith("FOOTPRINT "):
             r = json.loads(line[10:])
@@ -111,6 +115,8 @@ def romfs_tree(dest, main="main"):
     VfsRom before it imports `main`; None if the image could not be built."""
     mpremote = os.path.join(os.path.dirname(micropython()), "mpremote")
     src, rom = dest + "-romsrc", dest + "-rom"
+    if os.path.exists(os.path.join(rom, "boot_romfs.py")):  # made for the other unix port already
+        return rom
     shutil.copytree(os.path.join(dest, "lib"), os.path.join(src, "lib"))
     shutil.copytree(dest, rom, ignore=lambda d, names: ["lib"] if d == dest else [])  # the image holds lib/
     img = os.path.join(rom, "romfs.img")
@@ -123,39 +129,34 @@ def romfs_tree(dest, main="main"):
     return rom
 
 
-def run_unix_romfs(dest, heapsize=512 * 1024, u32=None, rom=None):
+def run_unix_romfs(dest, heapsize=512 * 1024, exe=None, rom=None):
     """run_unix() with the tree's lib/ in a ROMFS image mounted by VfsRom (rom: romfs_tree(dest) if made
     already), or None."""
     rom = rom or romfs_tree(dest)
-    return rom and run_unix(rom, heapsize, main="boot_romfs.py", path=[rom], u32=u32)  # only the image's lib/
+    return rom and run_unix(rom, heapsize, main="boot_romfs.py", path=[rom], exe=exe)  # only the image's lib/
 
 
-def smallest_heap(dest, hi=512 * 1024, step=1024):
+def smallest_heap(dest, hi=512 * 1024, step=1024, exe=None):
     """The smallest -X heapsize (to `step` bytes) with which the app runs to the end; None if hi fails.
     Near the edge success is uneven (fragmentation: the asyncio row ran with 82,120 and 83,144 B but not with
     82,632), so the bisection lands within ~1.5 KB of it: differences smaller than that are noise."""
-    if run_unix(dest, hi) is None:
+    if run_unix(dest, hi, exe=exe) is None:
         return None
     lo = 0  # a heap of lo bytes fails (or is untried), hi works
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step or step
-        if run_unix(dest, mid) is not None:
+        if run_unix(dest, mid, exe=exe) is not None:
             hi = mid
         else:
             lo = mid
     return hi
 
 
-# One script for both 32-bit builds, which have no sockets (the WebAssembly build and the 32-bit unix port, run
-# in a tree32() tree: its scripted server answers): heap after import and when connected, then subscribe +
-# publish + receive one message, after the last collection (so a heap the collector damaged shows as a failed
-# run). The WebAssembly build frees garbage only once Python has returned to JS: it awaits (SETTLE) before each
-# gc.collect(). The 32-bit unix port (pyodide wheel) misses roots held in wasm locals: a collection while a
-# frame whose state is on the heap (a function with more than 11 words of locals and stack) runs frees that
-# state (a 14-local function calling gc.collect() crashed or read its list back as [<>, <>]; the 64-bit port
-# does not). So every gc.collect() here runs at module level, in a frame small enough for the C stack, and
-# the deep calls are in functions that return before the next one; its smallest heap, where the collector
-# runs inside the library's frames, cannot be measured (see U32_NO_SMALLEST).
+# The script for the WebAssembly build, which has no sockets (run in a tree32() tree: its scripted server
+# answers): heap after import and when connected, then subscribe + publish + receive one message, after the
+# last collection (so a heap the collector damaged shows as a failed run). That build frees garbage only once
+# Python has returned to JS: it awaits (SETTLE) before each gc.collect(); every gc.collect() runs at module
+# level and the deep calls are in functions that return before the next one.
 SCRIPT32 = '''import gc, asyncio
 import tinymqtt_port  # the scripted server (fp/scripted_port.py)
 %(settle)sgc.collect()
@@ -190,9 +191,6 @@ connected = gc.mem_alloc() - BASE
 print("FOOTPRINT {\\"import\\": %%d, \\"connected\\": %%d, \\"received\\": %%d}" %% (imported, connected, len(got)))
 '''
 SETTLE = "await asyncio.sleep_ms(1)\n"
-U32_NO_SMALLEST = ("The 32-bit unix port's smallest heap is not measured: in that build the collector misses "
-                   "objects held only in WebAssembly locals, and near the smallest heap it runs inside the "
-                   "library's calls, where that frees live frames.")
 
 
 def script32(app, version, opts, wasm):
@@ -243,12 +241,10 @@ def measure(quick=False, log=print):
         return res
     res["micropython"] = subprocess.run([micropython(), "-c", "import sys; print(sys.version)"],
                                         capture_output=True, text=True).stdout.strip()
-    t, wheel = time.monotonic(), mp_unix32.bootstrap(log, fetch=not quick)
-    u32_s = time.monotonic() - t  # (the Runner's Node process starts on its first run, inside measure_u32)
+    u32, u32_s = port32(log), 0.0
     broker = BenchBroker().start()
     try:
-        with tempfile.TemporaryDirectory(prefix="tinymqtt-fp-") as tmp, \
-                (mp_unix32.Runner(wheel, tmp) if wheel else contextlib.nullcontext()) as u32:
+        with tempfile.TemporaryDirectory(prefix="tinymqtt-fp-") as tmp:
             for label, profile, app, version in ROWS:
                 dest = tree(os.path.join(tmp, "%s-%s-v%d" % (profile, app[:-3], version)), profile, app, version,
                             broker.host, broker.port)
@@ -262,9 +258,9 @@ def measure(quick=False, log=print):
                 row["smallest"] = None if quick or not row["unix"] else smallest_heap(dest)
                 if u32:
                     t = time.monotonic()
-                    row.update(measure_u32(d32, u32))
-                    if not row["u32"] or not row["u32_romfs"]:
-                        log("footprint: a 32-bit unix port run failed (%s): its figures are left out" % u32.error)
+                    row.update(measure_u32(dest, u32, quick, profile))
+                    if not row["u32"] or not row["u32_romfs"] or not row["frozen"]:
+                        log("footprint: a 32-bit unix port run failed: its figures are left out")
                     u32_s += time.monotonic() - t
                 log("footprint: %s (%s): %r" % (label, profile, row))
                 res["rows"].append(row)
@@ -274,10 +270,20 @@ def measure(quick=False, log=print):
             res["parts"] = heap_parts(tmp, log)
     finally:
         broker.close()
-    if wheel:
-        res["u32"] = mp_unix32.LABEL
+    if u32:
+        res["u32"] = subprocess.run([u32, "-c", "import sys; print(sys.version.split('; ')[-1])"],
+                                    capture_output=True, text=True).stdout.strip()
         log("footprint: the 32-bit unix port rows took %.1f s" % u32_s)
     return res
+
+
+def port32(log=print):
+    """The 32-bit unix port (tools/mp32.py builds it once; the bootstrap does), or None after a line saying why."""
+    try:
+        return mp32.port() or mp32.build(log)
+    except (mp32.Missing, RuntimeError) as e:
+        log("footprint: no 32-bit unix port (%s): its rows are left out" % e)
+        return None
 
 
 def heap_parts(tmp, log=print):
@@ -291,21 +297,16 @@ def heap_parts(tmp, log=print):
     return rows
 
 
-# Each 32-bit unix port figure is the least of these runs; "spread" is the most minus the least (connected).
-U32_RUNS = 3
-
-
-def measure_u32(d32, u32, runs=U32_RUNS):
-    """A tree32() tree's fp32.py on the 32-bit unix port: heap after import and connected from .mpy ("u32") and
-    from ROMFS ("u32_romfs"), each the least of `runs` with its spread (no smallest heap: U32_NO_SMALLEST)."""
-    rom = romfs_tree(d32, "fp32")
-    out = {}
-    for key, run in (("u32", lambda: run_unix(d32, 512 * 1024, main="fp32.py", u32=u32)),
-                     ("u32_romfs", lambda: rom and run_unix_romfs(d32, u32=u32, rom=rom))):
-        got = [r for r in (run() for _ in range(runs)) if r]
-        out[key] = got and {"import": min(r["import"] for r in got), "connected": min(r["connected"] for r in got),
-                            "spread": max(r["connected"] for r in got) - min(r["connected"] for r in got),
-                            "runs": len(got)} or None
+def measure_u32(dest, exe, quick=False, profile=None):
+    """The tree on the 32-bit unix port (exe): heap after import and connected from .mpy ("u32") and from ROMFS
+    ("u32_romfs"), its smallest heap (not in a quick run); for a tinymqtt row (profile) the same on the firmware
+    with that profile frozen ("frozen", "frozen_smallest")."""
+    out = {"u32": run_unix(dest, 512 * 1024, exe=exe), "u32_romfs": run_unix_romfs(dest, exe=exe)}
+    out["u32_smallest"] = None if quick or not out["u32"] else smallest_heap(dest, exe=exe)
+    if profile:
+        fw, frozen = mp32.frozen(profile), frozen_tree(dest)
+        out["frozen"] = run_unix(frozen, 512 * 1024, exe=fw)
+        out["frozen_smallest"] = None if quick or not out["frozen"] else smallest_heap(frozen, exe=fw)
     return out
 
 
@@ -321,7 +322,8 @@ PEERS = (("umqtt.simple", lambda log, fetch: mp_unix.umqtt(log, fetch), "umqtt/s
            (os.path.join(ROOT, "tests", "fakes", "machine.py"), "lib/machine.py"))))
 # Peter Hinch's mqtt_as itself is on no registry this machine reaches (PyPI: no mqtt_as / micropython-mqtt-as;
 # npm: none; PyPI's MicroPython MQTT packages ship umqtt or mqtt_async instead): it has no row.
-NO_MQTT_AS = "mqtt_as (Peter Hinch's) is shipped by no package on PyPI or npm: it has no row."
+NO_MQTT_AS = ("mqtt_as (Peter Hinch's) is shipped by no package on PyPI or npm: it has no row here; "
+              "tools/bench/realistic.py measures it from its source tarball (../shared/peers).")
 
 
 def peer_rows(tmp, broker, quick, log=print, u32=None):
@@ -342,8 +344,8 @@ def peer_rows(tmp, broker, quick, log=print, u32=None):
                "mpy": len(deploy.compile_mpy(src, member, boards_mod.get("esp32").mpy_cross, tmp)),
                "unix": run_unix(dest, 512 * 1024), "wasm": None}
         row["smallest"] = smallest_heap(dest) if row["unix"] and not quick else None
-        if u32 and app == "fp_umqtt.py":
-            row.update(measure_u32(tree32(dest, app, 4, None), u32))
+        if u32:
+            row.update(measure_u32(dest, u32, quick))
         if not row["unix"]:
             log("footprint: %s did not run on the unix port: its heap figures are left out" % row["client"])
         rows.append(row)
@@ -380,27 +382,32 @@ def port_mpy(board_name="esp32"):
 
 def table(res):
     lines = ["| client | profile | `.mpy` loaded (esp32, KB) | heap after import 32 / 64-bit (KB) | heap connected "
-             "32 / 64-bit (KB) | smallest heap, 64-bit unix port (KB) | from ROMFS, 64-bit: heap after import / "
-             "connected (KB) | 32-bit unix port (wasm32), scripted link: heap after import / connected (KB) | "
-             "32-bit unix port (wasm32), scripted link, from ROMFS: heap after import / connected (KB) |",
+             "32 / 64-bit (KB) | smallest heap 32 / 64-bit (KB) | from ROMFS, 32 / 64-bit: heap after import / "
+             "connected (KB) | frozen, 32-bit: heap after import / connected / smallest heap (KB) | WebAssembly "
+             "build, scripted link: heap after import / connected (KB) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         u, w, rom = r["unix"] or {}, r["wasm"] or {}, r.get("romfs") or {}
-        u32, rom32 = r.get("u32") or {}, r.get("u32_romfs") or {}
-        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s / %s |" % (
-            r["client"], r["profile"], kb(r["mpy"]), kb(w.get("import")), kb(u.get("import")),
-            kb(w.get("connected")), kb(u.get("connected")), kb(r["smallest"]), kb(rom.get("import")),
-            kb(rom.get("connected")), kb(u32.get("import")), kb(u32.get("connected")), kb(rom32.get("import")),
-            kb(rom32.get("connected"))))
-    lines += ["", NO_MQTT_AS]
+        u32, rom32, fz = r.get("u32") or {}, r.get("u32_romfs") or {}, r.get("frozen") or {}
+        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s, %s / %s | %s | %s / %s |" % (
+            r["client"], r["profile"], kb(r["mpy"]), kb(u32.get("import")), kb(u.get("import")),
+            kb(u32.get("connected")), kb(u.get("connected")), kb(r.get("u32_smallest")), kb(r["smallest"]),
+            kb(rom32.get("import")), kb(rom32.get("connected")), kb(rom.get("import")), kb(rom.get("connected")),
+            "-" if "frozen" not in r else "%s / %s / %s" % (kb(fz.get("import")), kb(fz.get("connected")),
+                                                             kb(r.get("frozen_smallest"))),
+            kb(w.get("import")), kb(w.get("connected"))))
+    lines += ["", "32-bit: %s (tools/mp32.py: -m32, real socket and select, no TLS); 64-bit: %s. Frozen: "
+              "tinymqtt and ports/linux frozen into that 32-bit firmware through manifest.py, as a board user "
+              "includes it; the tree keeps only the app and config.py." % (res.get("u32", "not built"),
+                                                                          res.get("micropython", "?")),
+              "", NO_MQTT_AS]
     port = res.get("port_mpy")
     if port:
         lines.append("")
-        lines.append("The 32-bit heap rows use a scripted link as their port; a real esp32 loads its own: %s (.mpy, "
-                     "KB)."
+        lines.append("The WebAssembly rows use a scripted link as their port, the unix ports' rows ports/linux; a "
+                     "real esp32 loads its own: %s (.mpy, KB)."
                      % ", ".join("%s %s" % (m[:-3], kb(n)) for m, n in sorted(port.items())))
-    lines += ["", "The \"32\" figures of the heap columns come from the WebAssembly build (npm, MicroPython 1.27): it "
-              "frees garbage once Python returns to JS, so the script awaits before each gc.collect(), and imports "
+    lines += ["", "The WebAssembly build's figures (npm, MicroPython 1.27, no sockets): it frees garbage once Python returns to JS, so the script awaits before each gc.collect(), and imports "
               "asyncio (which it needs for that) before its baseline: the asyncio module's own objects are not in "
               "the asyncio row. Each figure is the least of %d runs: about one run in three reads ~4 KB more "
               "(memory the conservative collector still finds referenced)." % WASM_RUNS]
@@ -412,19 +419,6 @@ def table(res):
                   "freezing leave it in flash), the names the import interns with their heap (pools included), and "
                   "the heap after import, after `Client()` (its buffers and objects) and connected.", "",
                   parts.table(res["parts"])]
-    spreads = [x["spread"] for r in res["rows"] for x in (r.get("u32"), r.get("u32_romfs")) if x]
-    if spreads:
-        lines += ["", "The \"32-bit unix port (wasm32)\" columns: %s, the same tree and the same script as the "
-                  "WebAssembly build's figures (asyncio imported before the baseline too). It has no sockets, so "
-                  "its link is scripted inside the interpreter (tools/bench/fp/scripted_port.py, the tree's port, "
-                  "imported before the baseline): it answers CONNACK, SUBACK and PUBACK and echoes the PUBLISH, "
-                  "which the client receives after the last collection. umqtt.simple gets that link as its "
-                  "usocket (fp/scripted_socket.py) and runs its own app; micropython-mqtt opens asyncio streams "
-                  "and has no 32-bit row. From ROMFS: the library's .mpy in a ROMFS image (`mpremote romfs "
-                  "build`, what `deploy --romfs` writes) mounted by VfsRom, the image read onto the heap before the "
-                  "baseline, so only objects count. Each figure is the least of %d runs (the most minus the least: "
-                  "at most %d B). %s" % (res.get("u32", "the 32-bit unix port"), U32_RUNS, max(spreads),
-                                         U32_NO_SMALLEST)]
     return "\n".join(lines)
 
 

@@ -73,13 +73,21 @@ def pypi_file(package, member, prefix, log=print, fetch=True):
         return None
 
 
+PEER_PATH = []  # folders with more peers' modules (mqtt_as and its stand-ins: tools/bench/realistic.py)
+
+
 def command(client, args, umqtt_dir=None):
     """(argv, env) of a MicroPython publisher: the library from lib/ with the Linux port, umqtt.simple from
-    the cache. MICROPYPATH keeps .frozen, where the unix port's asyncio lives."""
+    the cache. MICROPYPATH keeps .frozen, where the unix port's asyncio lives. A client mp32-NAME is mp-NAME on
+    the 32-bit unix port (tools/mp32.py)."""
+    exe = MICROPYTHON
+    if client.startswith("mp32-"):
+        from tools import mp32
+        exe, client = mp32.port(), "mp-" + client[len("mp32-"):]
     path = [".frozen", os.path.join(ROOT, "lib"), os.path.join(ROOT, "ports", "linux")]
-    path += [umqtt_dir] if umqtt_dir else []
+    path += ([umqtt_dir] if umqtt_dir else []) + PEER_PATH
     env = dict(os.environ, MICROPYPATH=":".join(path))
-    return [MICROPYTHON, "-X", "heapsize=32m", WORKERS, client] + [str(a) for a in args], env
+    return [exe, "-X", "heapsize=32m", WORKERS, client] + [str(a) for a in args], env
 
 
 def _app(app, board, broker, env):

