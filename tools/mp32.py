@@ -79,7 +79,8 @@ def cache_dir():
 
 def frozen_inputs():
     """The files the firmware manifest can freeze (any change gives another firmware)."""
-    patterns = ["manifest.py", "boards.toml", "lib/*.json", "lib/tinymqtt/*.py", "ports/%s/*" % FROZEN_PORT,
+    patterns = ["manifest.py", "boards.toml", "lib/*.json", "lib/tinymqtt/*.py", "ports/%s/*.py" % FROZEN_PORT,
+                "ports/%s/*.json" % FROZEN_PORT,
                 "ports/common/*.py"]
     return sorted(f for p in patterns for f in glob.glob(os.path.join(REPO, p)))
 
