@@ -222,7 +222,7 @@ class APIMachine(RuleBasedStateMachine):
                 return
             if not self.connected:  # what a disconnect() left in flight goes at the next connection
                 self.connect()
-            end = time.monotonic() + 15
+            end = time.monotonic() + 30  # (a loaded 2-core machine: the resumed sessions take their time)
             while time.monotonic() < end and (self.c.session.flights.count or not self.arrived()):
                 self.drive(0.02)
             assert not self.c.session.flights.count, "still in flight: %d" % self.c.session.flights.count

@@ -528,6 +528,8 @@ class Session:
         if q and end - i < 2:
             return False
         pid = q and buf[i] << 8 | buf[i + 1]
+        if q and not pid:  # as read_publish refuses it in a packet that fits
+            raise RemoteProtocolError(0x81, "packet identifier 0")
         self._skip = total
         if q == 2 and self._in_state(pid) == _IN_RECEIVED:  # a resend of one acknowledged and reported before
             return self._send(_PUBREC, pid, 0)
