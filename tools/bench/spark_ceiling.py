@@ -156,7 +156,7 @@ def drain_ingest(broker, cid, n, landing, spool):
     """(c): one tools.spark.ingest process (a plain subscription), landing files counted from their metadata."""
     import pyarrow.parquet as pq
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(tools.spark.PATHS))
-    p = subprocess.Popen([sys.executable, "-m", "tools.spark.ingest", "--broker", "%s:%d" % (broker.host, broker.port),
+    p = subprocess.Popen([sys.executable, "-m", "tinymqtt_spark.ingest", "--broker", "%s:%d" % (broker.host, broker.port),
                           "--group", "", "--topics", TOPIC, "--client-id", cid, "--landing", landing, "--spool", spool,
                           "--flush-ms", "200"], cwd=tools.spark.ROOT, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
