@@ -98,6 +98,45 @@ class DataLoss(LinkError):
     """The broker lost the session or downgraded the subscription (failOnDataLoss)."""
 
 
+def receive_maximum_for(max_unacked):
+    """The Receive Maximum the link sends: its window plus room for one socket read. The link stops reading at
+    the window, but the read that reaches it may bring a buffer's worth more, and mosquitto 2.0.11 sends past
+    the Receive Maximum once acks come back: tinymqtt's session refuses a server that exceeds it (0x93)."""
+    return min(65535, max_unacked + max(1000, max_unacked // 2))
+
+
+class _WindowPort:
+    """The Linux port (tinymqtt_port) as the link's client uses it (Client's port_impl): the same, except that
+    its connections read no more than the unacknowledged window has room for. One read otherwise takes what
+    the receive buffer holds (maxPacketSize, 1 MB: tens of thousands of small messages at once)."""
+
+    def __init__(self, link):
+        import tinymqtt_port
+        self._port, self._link = tinymqtt_port, link
+
+    def __getattr__(self, name):  # ticks_ms, network_up, ...: the port's own
+        return getattr(self._port, name)
+
+    def open(self, host, port, tls=None):
+        return _WindowTransport(self._port.open(host, port, tls), self._link)
+
+
+class _WindowTransport:
+    def __init__(self, t, link):
+        self._t, self._link = t, link
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+    def readinto(self, buf, off, timeout_ms):
+        room = self._link.read_room()
+        if len(buf) - off > room:
+            buf = memoryview(buf)[:off + room]
+        n = self._t.readinto(buf, off, timeout_ms)
+        self._link.rx_bytes += n
+        return n
+
+
 def _flock(path, timeout):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + timeout
@@ -214,7 +253,7 @@ class MqttLink:
         self.fail_on_data_loss = fail_on_data_loss
         self.session_options = dict(client_id=client_id, version=5, keepalive=keepalive, clean=False,
                                     session_expiry=session_expiry,
-                                    receive_maximum=min(receive_maximum or max_unacked, max_unacked, 65535),
+                                    receive_maximum=min(receive_maximum or receive_maximum_for(max_unacked), 65535),
                                     max_packet_size=max_packet_size, manual_ack=True, username=username,
                                     password=password)
         self.segment_records, self.fsync = segment_records, fsync
@@ -236,6 +275,10 @@ class MqttLink:
         self._thread = None
         self._lock = None  # SessionLock
         self._paused = False
+        self._connected_at = 0.0
+        self._quick_closes = 0  # closes by the server, in a row, right after a CONNACK
+        self.rx_bytes = 0  # bytes read, and messages they held: what one message costs, to size reads
+        self.rx_msgs = 0
         self._last_stats = 0.0
         self.last_message_at = 0.0
         self.live_at = 0.0  # when the first SUBACK came
@@ -262,6 +305,8 @@ class MqttLink:
         return self
 
     def check(self):
+        if isinstance(self.error, LinkError):  # ours (DataLoss, SessionHeld): its message says it all
+            raise self.error
         if self.error is not None:
             raise LinkError("the MQTT link stopped: %r" % (self.error,)) from self.error
 
@@ -335,6 +380,12 @@ class MqttLink:
                      last_error=str(self.last_error) if self.last_error else None, time=time.time())
         return s
 
+    def read_room(self):
+        """How many bytes the next read may take: the window's room at the bytes per message seen so far."""
+        left = self.max_unacked - len(self._unacked)
+        per = self.rx_bytes // self.rx_msgs if self.rx_msgs > 100 else 64
+        return max(4096, left * max(per, 16))
+
     def snapshot_quiet(self):
         """For a run-once trigger: is the link live (connected, subscribed), paused at its window, and how long
         since the last message or ack (an ack lets the broker send more)."""
@@ -357,7 +408,7 @@ class MqttLink:
     def _run(self):
         try:
             c = self.client = Client(self.host, self.port, tls=self.tls, batch=True, backoff_min_ms=200,
-                                     backoff_max_ms=5000, **self.session_options)
+                                     backoff_max_ms=5000, port_impl=_WindowPort(self), **self.session_options)
             c.on_message = self._on_message
             c.on_connect = self._on_connect
             c.on_disconnect = self._on_disconnect
@@ -369,7 +420,7 @@ class MqttLink:
             except MQTTError as e:  # no SUBACK in time (link lost?): the session subscribes again on reconnect
                 self.last_error = e
             while not self._stop.is_set() and self.error is None:
-                if len(self._unacked) < self.max_unacked:
+                if len(self._unacked) < self.max_unacked or not c.is_connected():  # (offline: loop reconnects)
                     if self._paused:
                         self._paused = False
                         log.info("mqtt link %s: reading again (%d unacknowledged)", self.client_id, len(self._unacked))
@@ -414,6 +465,7 @@ class MqttLink:
 
     def _on_connect(self, connack):
         self.stats["connects"] += 1
+        self._connected_at = time.monotonic()
         if connack.session_present:
             self.stats["sessions_resumed"] += 1
             self._had_session = True
@@ -437,12 +489,16 @@ class MqttLink:
     def _on_disconnect(self, err):
         self.last_error = err
         self.stats["disconnects"] += 1
-        if getattr(err, "reason", None) == SESSION_TAKEN_OVER:
+        # A takeover: MQTT 5 says DISCONNECT 0x8E; mosquitto 2.0.11 just closes the connection. So three closes
+        # in a row, each within two seconds of our CONNACK, count as one too (two holders taking turns).
+        quick = time.monotonic() - self._connected_at < 2.0
+        self._quick_closes = self._quick_closes + 1 if quick else 0
+        if getattr(err, "reason", None) == SESSION_TAKEN_OVER or self._quick_closes >= 3:
             if self.client is not None:
                 self.client.reconnect = False  # taking it back would start a takeover ping-pong
-            self.error = SessionHeld("another client connected with client id %r and took the session over: "
-                                     "two queries (or a query and another client) must never share a client id"
-                                     % self.client_id)
+            self.error = SessionHeld("another client connected with client id %r and took the session over "
+                                     "(%s): two queries (or a query and another client) must never share a "
+                                     "client id" % (self.client_id, err))
 
     def _on_event(self, ev, value, reason):
         if ev == SUBACK:
@@ -469,6 +525,7 @@ class MqttLink:
         payload = bytes(p.payload)  # a view into the receive buffer until this returns
         topic, q, pid = p.topic, p.qos, p.pid
         self.last_message_at = now
+        self.rx_msgs += 1
         crashpoint("received")
         with self.lock:
             sp, st = self.spool, self.state

@@ -110,7 +110,7 @@ class Config:
         if not 0 < self.max_unacked <= 60000:
             raise ValueError("option maxUnacked=%r: between 1 and 60000 (a session has 65,535 packet ids)"
                              % self.max_unacked)
-        self.receive_maximum = self._int(o, "receivemaximum", o.get("receivemaximum", self.max_unacked))
+        self.receive_maximum = self._int(o, "receivemaximum", o["receivemaximum"]) if o.get("receivemaximum") else None
         self.keepalive = self._int(o, "keepalive", o.get("keepalive", 30))
         self.max_packet_size = self._int(o, "maxpacketsize", o.get("maxpacketsize", 1 << 20))
         self.segment_records = self._int(o, "segmentrecords", o.get("segmentrecords", 5000))
