@@ -242,7 +242,7 @@ class MqttLink:
     def __init__(self, host, port, client_id, topics, spool_dir, qos=2, session_expiry=3600,
                  receive_maximum=None, keepalive=30, max_packet_size=1 << 20, segment_records=5000, fsync=True,
                  username=None, password=None, lock_timeout=60.0, max_unacked=20000, tls=None,
-                 fail_on_data_loss=False):
+                 fail_on_data_loss=False, committed_end=None):
         self.host, self.port, self.client_id = host, int(port), client_id
         self.topics, self.qos = list(topics), qos
         self.spool_dir = spool_dir
@@ -251,6 +251,8 @@ class MqttLink:
         self.max_unacked = max_unacked
         self.tls = tls
         self.fail_on_data_loss = fail_on_data_loss
+        self.committed_end = committed_end  # fn() -> the consumer's own record of what it committed, or None
+        self._polled = 0.0
         self.session_options = dict(client_id=client_id, version=5, keepalive=keepalive, clean=False,
                                     session_expiry=session_expiry,
                                     receive_maximum=min(receive_maximum or receive_maximum_for(max_unacked), 65535),
@@ -434,6 +436,7 @@ class MqttLink:
                     time.sleep(0.01)
                 with self.lock:
                     self.spool.flush()
+                self._poll_commit()
                 self._acks(c)
                 self._pubcomps(c)
                 self._unstick(c)
@@ -596,6 +599,16 @@ class MqttLink:
                 return
             c.loop(0.05)
             self._pubcomps(c)
+
+    def _poll_commit(self):
+        # A run-once trigger's last batch is never committed to the source (Spark plans no next batch, and
+        # ends the source's process without a stop): the consumer's own log (Spark's checkpoint) says it is.
+        if self.committed_end is None or time.monotonic() - self._polled < 0.1:
+            return
+        self._polled = time.monotonic()
+        end = self.committed_end()
+        if end is not None and end > self.spool.committed:
+            self.commit(end)
 
     def _flush(self, c):
         """Writes the acks; a write error (the peer reset the link) ends the connection as a read error would,

@@ -142,7 +142,11 @@ class Config:
                         keepalive=self.keepalive, max_packet_size=self.max_packet_size,
                         segment_records=self.segment_records, fsync=self.fsync,
                         username=self.username, password=self.password, max_unacked=self.max_unacked,
-                        tls=self.tls, fail_on_data_loss=self.fail_on_data_loss)
+                        tls=self.tls, fail_on_data_loss=self.fail_on_data_loss,
+                        committed_end=self._committed_end if self.checkpoint else None)
+
+    def _committed_end(self):
+        return committed_end(self.checkpoint, self.client_id)
 
     def open_session(self):
         from tinymqtt_spark.link import open_session
