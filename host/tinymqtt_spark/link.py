@@ -376,7 +376,7 @@ class MqttLink:
                      unacked=len(self._unacked), held=len(self.state.held), awaiting_pubrel=len(self.state.rel),
                      segments=len(sp.segments),
                      connected=bool(self.client and self.client.is_connected()),
-                     subscribed=self.subscribed.is_set(), paused=self._paused, max_unacked=self.max_unacked,
+                     subscribed=self.subscribed.is_set(), reading_paused=self._paused, max_unacked=self.max_unacked,
                      idle_s=round(time.time() - max(self.last_message_at, self.last_ack_at), 3)
                      if self.last_message_at else None, error=repr(self.error) if self.error else None,
                      last_error=str(self.last_error) if self.last_error else None, time=time.time())
@@ -553,6 +553,8 @@ class MqttLink:
             if q:
                 self._handles[off] = _Ack(pid, q)
                 self._unacked[pid] = off
+                if len(self._unacked) > self.stats["peak_unacked"]:
+                    self.stats["peak_unacked"] = len(self._unacked)
 
     def _acks(self, c):
         """Acks for everything committed: AckState saved first (they count as written from then on)."""
