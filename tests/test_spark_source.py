@@ -130,9 +130,11 @@ def test_available_now_runs_with_default_broker_limits_lose_nothing(spark, tmp_p
         topic = "an-%s/t" % uuid.uuid4().hex[:8]
         ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
         expected, times = [], []
-        for run, trigger in enumerate([{"availableNow": True}] * 3 + [{"once": True}, {"availableNow": True}]):
+        triggers = [{"availableNow": True}, {"availableNow": True}, {"once": True}, {"availableNow": True}]
+        ONCE, once_unacked = 2, 0
+        for run, trigger in enumerate(triggers):
             df = load(spark, b, topic, ckpt)  # a job started by a scheduler: defined, then run
-            n = 900 if run < 4 else 0  # the last run finds nothing: what the once-run took was acknowledged
+            n = 900 if run < 3 else 0  # the last run finds nothing: what the once-run took was acknowledged
             publish(b, topic, n, lambda i: 1 + i % 2, "run%d" % run)
             expected += ["run%d-%d" % (run, i) for i in range(n)]
             t0 = time.monotonic()
@@ -140,20 +142,21 @@ def test_available_now_runs_with_default_broker_limits_lose_nothing(spark, tmp_p
             assert q.awaitTermination(180), "the run-once query did not end"
             times.append(time.monotonic() - t0)
             assert q.exception() is None, q.exception()
-            deadline = time.monotonic() + (30 if run != 3 else 3)  # (once: see docs/spark.md)
+            deadline = time.monotonic() + (30 if run != ONCE else 3)  # (once: see docs/spark.md)
             while True:
                 s = tinymqtt_spark.link_stats(ckpt)
                 if (s["unacked"] == 0 and s["committed"] >= s["next_offset"] - 1) or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
-            if run != 3:  # a once-run's batch may be acknowledged only by the next run (it reads the checkpoint)
+            if run != ONCE:  # a once-run's batch may be acknowledged only by the next run (it reads the checkpoint)
                 assert s["unacked"] == 0 and s["committed"] >= s["next_offset"] - 1, (run, s)
-            once_unacked = s["unacked"] if run == 3 else locals().get("once_unacked", 0)
+            else:
+                once_unacked = s["unacked"]
             got = rows(spark, out)
             assert len({body for body, _ in got}) == len(expected), (run, len(got), len(expected), s)
         dup1 = check(got, expected)
         log = b.log_text()
         assert "dropped" not in log.lower(), log[-2000:]
-    record("spark source: run-once series, default mosquitto limits", "%d of %d (3 availableNow + once + "
+    record("spark source: run-once series, default mosquitto limits", "%d of %d (2 availableNow + once + "
            "availableNow), QoS 2 dup 0, QoS 1 dup %d, once-run left %d unacked for the next run, runs %s s"
            % (len(set(b for b, _ in got)), len(expected), dup1, once_unacked, "/".join("%.1f" % t for t in times)))

@@ -15,7 +15,9 @@
 # the reverse (a loss). Spool segments go once committed and acknowledged: nothing needs them any more.
 #
 # Bounded by construction: at most max_unacked QoS 1/2 messages are spooled and not yet acknowledged (default
-# 20,000, a third of the 65,535 packet ids a session has). The Receive Maximum we send asks the broker for no
+# 20,000, a third of the 65,535 packet ids a session has). Not bounded here: QoS 2 flows past our PUBREC and
+# waiting for the broker's PUBREL (mosquitto 2.0 frees their in-flight slot at PUBREC and its PUBRELs queue
+# behind what it sends meanwhile); under sustained overload they grow until mosquitto reuses ids (docs/spark.md). The Receive Maximum we send asks the broker for no
 # more; when the broker sends more anyway (mosquitto 2.0.11 stops honouring it once acks come back) the link
 # stops reading its socket at the cap, so TCP back-pressure holds the broker, and its queue (max_queued_messages)
 # holds what is published meanwhile, until commits free room. A write error while acknowledging is a lost link:
@@ -37,7 +39,7 @@ import time
 
 from tinymqtt import props as P
 from tinymqtt.client import Client
-from tinymqtt.errors import MQTTError
+from tinymqtt.errors import ConnectionLost, MQTTError
 from tinymqtt.packets import SUBACK, sub_options
 
 from tinymqtt_spark.ackstate import AckState
@@ -494,7 +496,7 @@ class MqttLink:
         self.stats["disconnects"] += 1
         # A takeover: MQTT 5 says DISCONNECT 0x8E; mosquitto 2.0.11 just closes the connection. So three closes
         # in a row, each within two seconds of our CONNACK, count as one too (two holders taking turns).
-        quick = time.monotonic() - self._connected_at < 2.0
+        quick = isinstance(err, ConnectionLost) and time.monotonic() - self._connected_at < 2.0
         self._quick_closes = self._quick_closes + 1 if quick else 0
         if getattr(err, "reason", None) == SESSION_TAKEN_OVER or self._quick_closes >= 3:
             if self.client is not None:

@@ -35,10 +35,13 @@ def publisher(broker, topic, rate, seconds, tag):
             c.publish(topic, b"%s-%d" % (tag.encode(), i), qos=1 + i % 2)
             i += 1
         c.loop(0.001)
-    while c.session.flights.count:
+    deadline = time.monotonic() + 60
+    while c.session.flights.count and time.monotonic() < deadline:
         c.loop(0.05)
+    unconfirmed = c.session.flights.count  # never acknowledged by the broker: not owed
     c.disconnect()
-    print(json.dumps({"tag": tag, "sent": i, "seconds": time.monotonic() - t0}), flush=True)
+    print(json.dumps({"tag": tag, "sent": i, "unconfirmed": unconfirmed, "seconds": time.monotonic() - t0}),
+          flush=True)
 
 
 def main(argv=None):
@@ -99,6 +102,8 @@ def main(argv=None):
             for p in pubs:
                 d = json.loads(p.stdout.read().strip().splitlines()[-1])
                 sent[d["tag"]] = d["sent"]
+                res.setdefault("unconfirmed_by_broker", 0)
+                res["unconfirmed_by_broker"] += d["unconfirmed"]
             pub_end = time.time()
             res["published"] = sum(sent.values())
             res["publish_rate"] = round(res["published"] / (pub_end - t0))
