@@ -168,7 +168,7 @@ def drain_files(n, d):
         pq.write_table(_arrow_table(rows), os.path.join(src, "part-%06d.parquet" % k))
     spark = spark_session(2, app="tinymqtt-ceiling")
     t0 = time.time()
-    q = (spark.readStream.schema("topic STRING, payload BINARY, qos INT, received_ts TIMESTAMP").parquet(src)
+    q = (spark.readStream.schema("topic STRING, payload BINARY, qos BIGINT, received_ts TIMESTAMP").parquet(src)
          .writeStream.format("parquet").option("path", os.path.join(d, "out"))
          .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
     rows, end, batches, busy = _until_rows(q, n, 600)
