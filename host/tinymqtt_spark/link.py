@@ -356,6 +356,17 @@ class MqttLink:
             self.spool.commit(end)
         crashpoint("committed")
 
+    def wait_acked(self, end, timeout=10.0):
+        """Waits (at most timeout) until the acks for every offset below `end` are written, so a consumer whose
+        process may end right after its commit (a run-once trigger) leaves nothing owed. False if not."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.error is None:
+            with self.lock:
+                if self.state.acked >= end and not any(off < end for off in self._handles):
+                    return True
+            time.sleep(0.005)
+        return False
+
     def stop(self, timeout=10.0):
         self._stop.set()
         if self._thread is not None:

@@ -245,6 +245,7 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = committed_end(self.config.checkpoint, self.config.client_id)
         if end is not None:
             self._link.commit(end)
+            self._link.wait_acked(end, timeout=5.0)
 
     def initialOffset(self):
         link = self.link()
@@ -312,7 +313,12 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from pa.ipc.open_stream(partition.ipc)
 
     def commit(self, end):
-        self.link().commit(int(end["offset"]))
+        link = self.link()
+        e = int(end["offset"])
+        link.commit(e)
+        # The acks go out on the link's thread; wait for them: Spark may end this process right after (the
+        # last commit of a run-once trigger), and an ack never written is a message the broker sends again.
+        link.wait_acked(e, timeout=5.0)
 
     def stop(self):
         if self._link is not None:
