@@ -24,8 +24,8 @@ from tinymqtt.packets import CONNACK, PUBLISH, encode_publish, frame, V5
 from tinymqtt_cli.server_codec import Packet, encode, decode  # the server half: a fake server's CONNACK, any packet
 from tinymqtt.session5 import Session5
 from tinymqtt.app_acks import extended
-from tools.spark.link import MqttLink
-from tools.spark.spool import Spool, read_range
+from tinymqtt_spark.link import MqttLink
+from tinymqtt_spark.spool import Spool, read_range
 from tests.support.broker import Mosquitto
 from tests.support.report import record
 
@@ -186,7 +186,7 @@ def test_link_crash_loses_nothing_and_duplicates_nothing(mosq, tmp_path):
     a.client.disconnect = lambda *args: a.client.transport.sock.close()
     a._stop.set()
     a._thread.join()
-    os.close(a._lock_fd)
+    a._lock.release()
     b = link()
     owed = sum(1 for r in first[half:] if r[2])
     deadline = time.monotonic() + 10
@@ -337,7 +337,7 @@ def test_pipeline_end_to_end_with_crash_and_restart(spark, mosq, tmp_path):
 def test_scale_out_shared_subscription_to_file_source(spark, mosq, tmp_path):
     from tools.fleet.sim import FleetConfig, read_manifest
     from tools.spark.audit import audit
-    from tools.spark.ingest import LANDING_SCHEMA
+    from tinymqtt_spark.ingest import LANDING_SCHEMA
     from tools.spark.pipeline import transform, link_stats
     prefix = "so-" + uuid.uuid4().hex[:6]
     landing = str(tmp_path / "landing")
@@ -346,7 +346,7 @@ def test_scale_out_shared_subscription_to_file_source(spark, mosq, tmp_path):
     procs = {}
 
     def ingest(cid):
-        p = subprocess.Popen([sys.executable, "-m", "tools.spark.ingest", "--broker", broker, "--group", prefix,
+        p = subprocess.Popen([sys.executable, "-m", "tinymqtt_spark.ingest", "--broker", broker, "--group", prefix,
                               "--topics", "%s/+/telemetry" % prefix, "--client-id", cid, "--landing", landing,
                               "--spool", str(tmp_path / cid), "--flush-ms", "300"], cwd=tools.spark.ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=open(str(tmp_path / (cid + ".log")), "a"), text=True)

@@ -1,6 +1,6 @@
 # Exactly-once by construction in the MQTT link behind the Spark source and the ingest processes: a crash in
 # every window a message passes through (received, spooled, landed, committed, acked, PUBREL saved), made to
-# happen by TINYMQTT_CRASH (tools/spark/faults.py) rather than by timing, with identical payloads throughout
+# happen by TINYMQTT_CRASH (tinymqtt_spark/faults.py) rather than by timing, with identical payloads throughout
 # (a switch saying "on"), against a real mosquitto; and the issue-14 case against a scripted server that
 # reuses a packet id at once, as the spec allows: each ends with QoS 1 and QoS 2 0 lost, QoS 2 0 duplicated.
 import collections
@@ -38,7 +38,7 @@ def mosq():
 
 
 class IngestProc:
-    """One tools.spark.ingest process (the MQTT link plus landing files) on a fixed client id and spool."""
+    """One tinymqtt_spark.ingest process (the MQTT link plus landing files) on a fixed client id and spool."""
 
     def __init__(self, tmp, port, cid, topic):
         self.tmp, self.port, self.cid, self.topic = tmp, port, cid, topic
@@ -51,7 +51,7 @@ class IngestProc:
         env.pop("TINYMQTT_CRASH", None)
         if crash:
             env["TINYMQTT_CRASH"] = crash
-        self.p = subprocess.Popen([sys.executable, "-m", "tools.spark.ingest", "--broker", "127.0.0.1:%d" % self.port,
+        self.p = subprocess.Popen([sys.executable, "-m", "tinymqtt_spark.ingest", "--broker", "127.0.0.1:%d" % self.port,
                                    "--topics", self.topic, "--client-id", self.cid, "--landing", self.landing,
                                    "--spool", self.spool, "--flush-ms", "100", "--group", ""],
                                   cwd=tools.spark.ROOT, env=env, stdout=subprocess.PIPE,

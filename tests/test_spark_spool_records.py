@@ -1,4 +1,4 @@
-# The spool's fast paths for the Spark source (tools/spark/spool.py, mqtt_source.py), no Spark needed: a line
+# The spool's fast paths for the Spark source (tinymqtt_spark/spool.py, source.py), no Spark needed: a line
 # written by record_line is byte for byte json.dumps's, the records a process appended are served decoded from
 # memory exactly as a later process parses them from disk, and a partition's Arrow IPC round-trips.
 import base64
@@ -7,7 +7,7 @@ import os
 import random
 
 import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
-from tools.spark.spool import Spool, read_range, record_line, records
+from tinymqtt_spark.spool import Spool, read_range, record_line, records
 
 
 def test_record_line_is_json_dumps_byte_for_byte():
@@ -56,7 +56,7 @@ def test_records_in_memory_are_bounded_and_released(tmp_path):
 
 
 def test_partition_ipc_round_trip():
-    from tools.spark.mqtt_source import arrow_schema, batch_to_ipc, records_to_batch
+    from tinymqtt_spark.source import arrow_schema, batch_to_ipc, records_to_batch
     import pyarrow as pa
     rows = [(i, i + 1, i % 3, i % 2 == 0, False, "t/x", b"\xff%d" % i, {"a": "b"} if i % 4 == 0 else None,
              1795372251.302625 + i) for i in range(1000)]

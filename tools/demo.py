@@ -1,7 +1,8 @@
 # The main job, end to end on one machine (`python -m tools.demo`, `make demo`):
 #   a local mosquitto (own config: free loopback port, in-flight and queue limits raised for deferred acks)
 #   -> a fleet of simulated devices on tinymqtt's AsyncClient (cuts, deaths, session resume)
-#   -> Spark Structured Streaming through the tinymqtt source (tools/spark), writing Parquet with a checkpoint;
+#   -> Spark Structured Streaming through the tinymqtt_spark source (host/tinymqtt_spark; the job is
+#      tools/spark/pipeline.py), writing Parquet with a checkpoint;
 #      the Spark job is killed (SIGKILL, whole process group) mid-stream and restarted from its checkpoint
 #   -> the audit (loss and duplicates per QoS against the fleet's manifest, latency, device status, sensor
 #      windows) -> a table here and a PNG plot (latency per QoS, messages per second).

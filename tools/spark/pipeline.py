@@ -1,19 +1,18 @@
-# The streaming job: MQTT (through tools.spark.mqtt_source) -> parsed rows -> Parquet, with a checkpoint.
+# The streaming job: MQTT (through the tinymqtt_spark package) -> parsed rows -> Parquet, with a checkpoint.
 # Library use (tests, demo):  spark = spark_session(); q = start_query(spark, broker, out, checkpoint)
 # As a process (the demo runs it so that it can kill it mid-stream and start it again from the checkpoint):
 #     python -m tools.spark.pipeline --broker 127.0.0.1:1883 --out DIR --checkpoint DIR [--drain-file F]
 #         [--master spark://HOST:PORT]
 # It runs until the drain file appears and the source has been idle (everything received committed), then
 # stops the query, optionally runs the audit (--manifest, --audit-json) in the same Spark session, and exits.
-# With --master (a standalone cluster) the code executors need is shipped as a zip (addPyFile), the driver's
+# With --master (a standalone cluster) the code executors need is shipped as the package's own zip
+# (tinymqtt_spark.archive(), addPyFile: the workers run without the repo), the driver's
 # UI is on for its REST API, and the audit gets a "spark" section: the master and the executors that ran tasks.
 import argparse
 import json
 import os
 import sys
-import tempfile
 import time
-import zipfile
 
 import tools.spark
 
@@ -22,7 +21,8 @@ PAYLOAD_SCHEMA = "device STRING, seq BIGINT, ts DOUBLE, value DOUBLE, status STR
 
 
 def spark_env():
-    """What the Python workers need: this interpreter, a loopback driver, and the repo on PYTHONPATH."""
+    """What the Python workers need: this interpreter, a loopback driver, and the repo's lib/, Linux port and
+    host/ on PYTHONPATH (where an installed tinymqtt_spark would be in site-packages)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -36,19 +36,6 @@ def spark_env():
 _spark = None
 
 
-def code_zip(path):
-    """tools/ (this package), lib/ and the Linux port as one zip for sc.addPyFile: what a cluster's executors
-    need to unpickle the source's reader and partitions, with no shared disk and no repo on their side."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for top in ("tools/__init__.py", "tools/spark", "lib/tinymqtt", "ports/linux"):
-            full = os.path.join(tools.spark.ROOT, top)
-            files = [full] if os.path.isfile(full) else [os.path.join(d, f) for d, _, fs in os.walk(full) for f in fs]
-            for f in files:
-                if f.endswith(".py"):
-                    z.write(f, os.path.relpath(f, tools.spark.ROOT))
-    return path
-
-
 def spark_session(cores=2, app="tinymqtt-pipeline", master=None):
     """One Spark session per process (about 5 s to start), with the mqtt source registered: local[cores], or
     a standalone cluster's master URL (executors of 1 core and 512 MB, up to `cores` of them)."""
@@ -57,7 +44,7 @@ def spark_session(cores=2, app="tinymqtt-pipeline", master=None):
         return _spark
     spark_env()
     from pyspark.sql import SparkSession
-    from tools.spark.mqtt_source import MQTTDataSource
+    import tinymqtt_spark
     cluster = bool(master) and not master.startswith("local")
     b = (SparkSession.builder.master(master or "local[%d]" % cores).appName(app)
          .config("spark.ui.enabled", "true" if cluster else "false")
@@ -74,9 +61,8 @@ def spark_session(cores=2, app="tinymqtt-pipeline", master=None):
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if cluster:
-        spark.sparkContext.addPyFile(code_zip(os.path.join(tempfile.mkdtemp(prefix="tinymqtt-code-"),
-                                                           "tinymqtt_spark.zip")))
-    spark.dataSource.register(MQTTDataSource)
+        spark.sparkContext.addPyFile(tinymqtt_spark.archive())
+    spark.dataSource.register(tinymqtt_spark.MQTTDataSource)
     _spark = spark
     return spark
 
@@ -88,8 +74,10 @@ def stop_spark():
         _spark = None
 
 
-def source_options(broker, topics, spool, client_id=None, **extra):
-    o = {"broker": broker, "topic": topics, "spoolDir": spool, "qos": "2"}
+def source_options(broker, topics, checkpoint, client_id=None, spool=None, **extra):
+    o = {"broker": broker, "topic": topics, "checkpointLocation": checkpoint, "qos": "2"}
+    if spool:
+        o["spoolDir"] = spool
     if client_id:
         o["clientId"] = client_id
     o.update({k: str(v) for k, v in extra.items()})
@@ -112,9 +100,8 @@ def transform(raw):
 def start_query(spark, broker, out, checkpoint, topics=None, prefix="fleet", spool=None, client_id=None,
                 trigger="1 second", name=None, **source_extra):
     """Starts MQTT -> Parquet. The spool defaults to <checkpoint>/mqtt-spool, so the two move together."""
-    spool = spool or os.path.join(checkpoint, "mqtt-spool")
     topics = topics or TOPICS.format(prefix=prefix)
-    raw = spark.readStream.format("mqtt").options(**source_options(broker, topics, spool, client_id,
+    raw = spark.readStream.format("mqtt").options(**source_options(broker, topics, checkpoint, client_id, spool,
                                                                     **source_extra)).load()
     w = (transform(raw).writeStream.format("parquet").option("path", out)
          .option("checkpointLocation", checkpoint).trigger(processingTime=trigger))
@@ -124,30 +111,14 @@ def start_query(spark, broker, out, checkpoint, topics=None, prefix="fleet", spo
 
 
 def link_stats(spool):
-    try:
-        with open(os.path.join(spool, "link-stats.json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    import tinymqtt_spark
+    return tinymqtt_spark.link_stats(spool)
 
 
-def _subscribed_since(spool, since):
-    try:
-        return os.path.getmtime(os.path.join(spool, "subscribed")) >= since
-    except OSError:
-        return False
-
-
-def wait_subscribed(spool, timeout=60.0, query=None, since=0.0):
-    """Waits for the source's SUBACK (the persistent subscription exists from then on); `since`: a SUBACK
-    after this time (a restarted query's, not the marker its predecessor left)."""
-    deadline = time.monotonic() + timeout
-    while not _subscribed_since(spool, since):
-        if query is not None and query.exception() is not None:
-            raise RuntimeError("the streaming query failed: %s" % query.exception())
-        if time.monotonic() > deadline:
-            raise TimeoutError("the mqtt source did not subscribe within %.0f s: %r" % (timeout, link_stats(spool)))
-        time.sleep(0.1)
+def wait_subscribed(spool, timeout=60.0, query=None):
+    """Waits for the source's link to be live (connected, subscription granted): tinymqtt_spark.wait_live."""
+    import tinymqtt_spark
+    return tinymqtt_spark.wait_live(spool, query, timeout)
 
 
 def drained(spool, idle_s):
@@ -225,7 +196,7 @@ def main(argv=None):
                     trigger=a.trigger, name="mqtt-to-parquet")
     print("STARTED %.1f" % (time.time() - t0), flush=True)
     spool = os.path.join(a.checkpoint, "mqtt-spool")
-    wait_subscribed(spool, timeout=300, query=q, since=t0)
+    wait_subscribed(spool, timeout=300, query=q)
     print("READY %.1f" % (time.time() - t0), flush=True)
     seen = set()
     prog = open(a.progress, "a") if a.progress else None

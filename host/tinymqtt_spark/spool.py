@@ -8,7 +8,7 @@
 #                         is exposed; read where the link runs (read_lines): executors never see this disk
 #   committed             {"offset": n}: the consumer committed everything below n (written before acking)
 #   floor                 {"offset": n}: offsets below n were handed out (heartbeats leave offsets without records)
-#   acks.json             what the broker was told (tools.spark.ackstate)
+#   acks.json             what the broker was told (tinymqtt_spark.ackstate)
 # A record is one JSON array a line: [offset, pid, qos, dup, retain, topic, payload_b64, props, received_ts].
 # The records a process appended are also kept decoded in memory with their segment (up to mem_records of
 # them) until the segment is dropped: the consumer reads them from there (records()) instead of parsing the
@@ -16,13 +16,13 @@
 #
 # After a crash the broker redelivers what was never acknowledged (the session is persistent), DUP set,
 # under the same packet id. Which spooled records still hold their packet id is the ack state's business
-# (tools.spark.ackstate); the spool only lists the QoS 1/2 records of each segment (keys) for it.
+# (tinymqtt_spark.ackstate); the spool only lists the QoS 1/2 records of each segment (keys) for it.
 import base64
 import json
 import os
 import re
 
-from tools.spark.ackstate import fsync_dir
+from tinymqtt_spark.ackstate import fsync_dir
 
 _SEG = re.compile(r"^seg-(\d{20})-(\d{20})\.jsonl$")
 _OPEN = re.compile(r"^open-(\d{20})\.jsonl$")

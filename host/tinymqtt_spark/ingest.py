@@ -2,10 +2,10 @@
 # so the broker spreads the messages over them, and each writes Parquet files into one landing directory that
 # Spark's file source reads (spark.readStream.schema(LANDING_SCHEMA).parquet(landing)).
 #
-#     python -m tools.spark.ingest --broker 127.0.0.1:1883 --group ingest --client-id ingest-1 \
+#     python -m tinymqtt_spark.ingest --broker 127.0.0.1:1883 --group ingest --client-id ingest-1 \
 #         --topics 'fleet/+/telemetry,fleet/+/status' --landing /data/landing --spool /data/spool/ingest-1
 #
-# Each process is the same MQTT link and spool as the Spark source (tools.spark.link), with a file as the
+# Each process is the same MQTT link and spool as the Spark source (tinymqtt_spark.link), with a file as the
 # commit: every --flush-ms it seals the spool, writes the records since its last file to a hidden temp file,
 # fsyncs it, renames it to part-<client-id>-<from>-<to>.parquet (Spark never sees half a file; the file
 # source skips names starting with "." or "_") and fsyncs the directory, and only then acknowledges those
@@ -19,11 +19,10 @@ import re
 import signal
 import time
 
-import tools.spark  # noqa: F401
-from tools.spark.ackstate import fsync_dir
-from tools.spark.faults import crashpoint
-from tools.spark.link import MqttLink
-from tools.spark.spool import read_range
+from tinymqtt_spark.ackstate import fsync_dir
+from tinymqtt_spark.faults import crashpoint
+from tinymqtt_spark.link import MqttLink
+from tinymqtt_spark.spool import read_range
 
 LANDING_SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, "
                   "properties MAP<STRING, STRING>, received_ts TIMESTAMP, offset BIGINT, pid INT, ingest STRING")
@@ -109,7 +108,7 @@ class Ingest:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m tools.spark.ingest")
+    ap = argparse.ArgumentParser(prog="python -m tinymqtt_spark.ingest")
     ap.add_argument("--broker", required=True)
     ap.add_argument("--group", default="ingest", help='shared subscription group ("": a plain subscription)')
     ap.add_argument("--topics", default="fleet/+/telemetry,fleet/+/status")

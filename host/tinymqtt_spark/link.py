@@ -13,21 +13,38 @@
 # broker may reuse its packet id for a new message at once. AckState is written before any ack or PUBCOMP goes
 # out, so a crash can only make us think an id is free when it is not for QoS 1 (a duplicate, allowed), never
 # the reverse (a loss). Spool segments go once committed and acknowledged: nothing needs them any more.
+#
+# Bounded by construction: at most max_unacked QoS 1/2 messages are spooled and not yet acknowledged (default
+# 20,000, a third of the 65,535 packet ids a session has). Not bounded here: QoS 2 flows past our PUBREC and
+# waiting for the broker's PUBREL (mosquitto 2.0 frees their in-flight slot at PUBREC and its PUBRELs queue
+# behind what it sends meanwhile); under sustained overload they grow until mosquitto reuses ids (docs/spark.md). The Receive Maximum we send asks the broker for no
+# more; when the broker sends more anyway (mosquitto 2.0.11 stops honouring it once acks come back) the link
+# stops reading its socket at the cap, so TCP back-pressure holds the broker, and its queue (max_queued_messages)
+# holds what is published meanwhile, until commits free room. A write error while acknowledging is a lost link:
+# the client reconnects into the session, and what the acks did not reach comes back as resends.
+#
+# One session, one holder: the spool directory and the client id are each locked (flock) for the life of a link,
+# so a second query on a session already held is refused (SessionHeld) instead of taking it over; and a
+# DISCONNECT "Session taken over" (0x8E) from the broker, someone elsewhere using our client id, stops the link
+# with an error rather than a reconnect that would take it back (two holders would take turns for ever).
 import collections
 import fcntl
+import hashlib
 import json
+import logging
 import os
+import tempfile
 import threading
 import time
 
 from tinymqtt import props as P
 from tinymqtt.client import Client
-from tinymqtt.errors import MQTTError
+from tinymqtt.errors import ConnectionLost, MQTTError
 from tinymqtt.packets import SUBACK, sub_options
 
-from tools.spark.ackstate import AckState
-from tools.spark.faults import crashpoint
-from tools.spark.spool import Spool, records
+from tinymqtt_spark.ackstate import AckState
+from tinymqtt_spark.faults import crashpoint
+from tinymqtt_spark.spool import Spool, records
 
 PROP_NAMES = {
     P.PAYLOAD_FORMAT_INDICATOR: "payload_format_indicator",
@@ -66,19 +83,181 @@ class _Ack:
         self.pid, self.qos = pid, qos
 
 
+log = logging.getLogger("tinymqtt_spark")
+
+SESSION_TAKEN_OVER = 0x8E  # DISCONNECT reason: another connection with our client id
+
+
 class LinkError(RuntimeError):
     pass
 
 
+class SessionHeld(LinkError):
+    """A second holder for a session (spool directory or client id) that a running link holds."""
+
+
+class DataLoss(LinkError):
+    """The broker lost the session or downgraded the subscription (failOnDataLoss)."""
+
+
+def receive_maximum_for(max_unacked):
+    """The Receive Maximum the link sends: its window plus room for one socket read. The link stops reading at
+    the window, but the read that reaches it may bring a buffer's worth more, and mosquitto 2.0.11 sends past
+    the Receive Maximum once acks come back: tinymqtt's session refuses a server that exceeds it (0x93)."""
+    return min(65535, max_unacked + max(1000, max_unacked // 2))
+
+
+class _WindowPort:
+    """The Linux port (tinymqtt_port) as the link's client uses it (Client's port_impl): the same, except that
+    its connections read no more than the unacknowledged window has room for. One read otherwise takes what
+    the receive buffer holds (maxPacketSize, 1 MB: tens of thousands of small messages at once)."""
+
+    def __init__(self, link):
+        import tinymqtt_port
+        self._port, self._link = tinymqtt_port, link
+
+    def __getattr__(self, name):  # ticks_ms, network_up, ...: the port's own
+        return getattr(self._port, name)
+
+    def open(self, host, port, tls=None):
+        return _WindowTransport(self._port.open(host, port, tls), self._link)
+
+
+class _WindowTransport:
+    def __init__(self, t, link):
+        self._t, self._link = t, link
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+    def readinto(self, buf, off, timeout_ms):
+        room = self._link.read_room()
+        if len(buf) - off > room:
+            buf = memoryview(buf)[:off + room]
+        n = self._t.readinto(buf, off, timeout_ms)
+        self._link.rx_bytes += n
+        return n
+
+
+def _flock(path, timeout):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    while True:  # a previous holder may still be on its way out
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.1)
+
+
+class SessionLock:
+    """The spool directory and the client id (per broker, machine-wide) locked by one process: a link, or the
+    session set-up at load(). acquire() raises SessionHeld naming the holder after `timeout` seconds."""
+
+    def __init__(self, spool_dir, host, port, client_id):
+        self.spool_dir, self.client_id = spool_dir, client_id
+        key = hashlib.sha1(("%s:%s/%s" % (host, port, client_id)).encode()).hexdigest()[:20]
+        d = os.path.join(tempfile.gettempdir(), "tinymqtt-spark-sessions-%d" % os.getuid())
+        self.paths = [os.path.join(spool_dir, "lock"), os.path.join(d, key + ".lock")]
+        self.fds = []
+
+    def acquire(self, timeout):
+        os.makedirs(self.spool_dir, exist_ok=True)
+        os.makedirs(os.path.dirname(self.paths[1]), exist_ok=True)
+        for path in self.paths:
+            fd = _flock(path, timeout)
+            if fd is None:
+                self.release()
+                raise SessionHeld(
+                    "the MQTT session %r is held by a running query (process %s, spool %s): a second query on "
+                    "one session is refused. Stop that query, or give this one its own checkpointLocation "
+                    "(and no clientId option, so that its client id is derived from it)"
+                    % (self.client_id, _read(path + ".pid") or "?", _read(path + ".spool") or self.spool_dir))
+            self.fds.append(fd)
+        for path in self.paths:
+            _write(path + ".pid", str(os.getpid()))
+            _write(path + ".spool", self.spool_dir)
+        return self
+
+    def release(self):
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _write(path, text):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def open_session(host, port, client_id, topics, spool_dir, qos=2, session_expiry=3600, tls=None, username=None,
+                 password=None, timeout=30.0, lock_timeout=10.0):
+    """Creates the persistent session and its subscription on the broker now (the source calls it when the
+    query's DataFrame is defined, at load()), so the broker keeps every QoS 1/2 message published from then on
+    for the query, before its link is up. A spool that has a session already (a resumed query) is left alone:
+    whether the broker still has it is the link's to find out (CONNACK session present). Refuses, with
+    SessionHeld, a session a running link holds. Returns True when it created the session."""
+    lock = SessionLock(spool_dir, host, port, client_id).acquire(lock_timeout)
+    try:
+        for name in ("live", "subscribed"):  # the previous link's: wait_live() must see this query's
+            try:
+                os.remove(os.path.join(spool_dir, name))
+            except FileNotFoundError:
+                pass
+        if os.path.exists(os.path.join(spool_dir, "session")):
+            return False
+        # Receive Maximum 1 and no acks: whatever the broker sends now (a retained message, a backlog of a
+        # session this id had) stays unacknowledged and comes back to the link, DUP set. PUBRELs are held, never
+        # completed here: a PUBCOMP would free an id the link's ack state may still hold.
+        c = Client(host, port, tls=tls, reconnect=False, client_id=client_id, version=5, clean=False,
+                   session_expiry=session_expiry, receive_maximum=1, manual_ack=True, username=username,
+                   password=password)
+        c.on_message = lambda p: None
+        c.session.hold_pubrel = lambda pid: True
+        c.connect(timeout=timeout)
+        try:
+            codes = c.subscribe([(t, sub_options(qos, retain_handling=1)) for t in topics], timeout=timeout)
+            if not codes or any(code >= 0x80 for code in codes):
+                raise LinkError("the broker refused the subscription %r: reason codes %r" % (topics, codes))
+        finally:
+            c.disconnect()
+        _write(os.path.join(spool_dir, "session"), "%s %s\n" % (client_id, time.time()))
+        return True
+    finally:
+        lock.release()
+
+
 class MqttLink:
     def __init__(self, host, port, client_id, topics, spool_dir, qos=2, session_expiry=3600,
-                 receive_maximum=65000, keepalive=30, max_packet_size=1 << 20, segment_records=5000, fsync=True,
-                 username=None, password=None, lock_timeout=60.0):
+                 receive_maximum=None, keepalive=30, max_packet_size=1 << 20, segment_records=5000, fsync=True,
+                 username=None, password=None, lock_timeout=60.0, max_unacked=20000, tls=None,
+                 fail_on_data_loss=False, committed_end=None):
         self.host, self.port, self.client_id = host, int(port), client_id
         self.topics, self.qos = list(topics), qos
         self.spool_dir = spool_dir
+        if not 0 < max_unacked <= 60000:
+            raise ValueError("max_unacked %r: between 1 and 60000 (a session has 65,535 packet ids)" % max_unacked)
+        self.max_unacked = max_unacked
+        self.tls = tls
+        self.fail_on_data_loss = fail_on_data_loss
+        self.committed_end = committed_end  # fn() -> the consumer's own record of what it committed, or None
+        self._polled = 0.0
         self.session_options = dict(client_id=client_id, version=5, keepalive=keepalive, clean=False,
-                                    session_expiry=session_expiry, receive_maximum=receive_maximum,
+                                    session_expiry=session_expiry,
+                                    receive_maximum=min(receive_maximum or receive_maximum_for(max_unacked), 65535),
                                     max_packet_size=max_packet_size, manual_ack=True, username=username,
                                     password=password)
         self.segment_records, self.fsync = segment_records, fsync
@@ -98,9 +277,15 @@ class MqttLink:
         self._rel_todo = {}  # PUBRELs received, answered (PUBCOMP) once AckState has forgotten their ids
         self._stop = threading.Event()
         self._thread = None
-        self._lock_fd = None
+        self._lock = None  # SessionLock
+        self._paused = False
+        self._connected_at = 0.0
+        self._quick_closes = 0  # closes by the server, in a row, right after a CONNACK
+        self.rx_bytes = 0  # bytes read, and messages they held: what one message costs, to size reads
+        self.rx_msgs = 0
         self._last_stats = 0.0
         self.last_message_at = 0.0
+        self.live_at = 0.0  # when the first SUBACK came
         self.last_ack_at = 0.0  # acks free room in the broker's window: more may follow at once
         self._reused = 0  # packet ids the broker reused while still in flight, as seen so far
         self._bounce = False
@@ -108,19 +293,10 @@ class MqttLink:
     # ------------------------------------------------------------------ the consumer's side
 
     def start(self):
-        os.makedirs(self.spool_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.spool_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.lock_timeout
-        while True:  # a previous reader process may still be on its way out
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LinkError("spool %s is locked by another process" % self.spool_dir)
-                time.sleep(0.1)
+        self._lock = SessionLock(self.spool_dir, self.host, self.port, self.client_id).acquire(self.lock_timeout)
         with open(os.path.join(self.spool_dir, "link.pid"), "w") as f:
             f.write(str(os.getpid()))
+        self._had_session = os.path.exists(os.path.join(self.spool_dir, "session"))
         self.spool = Spool(self.spool_dir, self.segment_records, self.fsync)
         st = self.state = AckState(self.spool_dir, self.fsync)
         for off, pid, q in self.spool.keys_from(st.acked):  # spooled by an earlier process, never acknowledged
@@ -133,6 +309,8 @@ class MqttLink:
         return self
 
     def check(self):
+        if isinstance(self.error, LinkError):  # ours (DataLoss, SessionHeld): its message says it all
+            raise self.error
         if self.error is not None:
             raise LinkError("the MQTT link stopped: %r" % (self.error,)) from self.error
 
@@ -167,7 +345,7 @@ class MqttLink:
             return self.spool.paths(lo, hi)
 
     def records(self, lo, hi):
-        """The spooled records in [lo, hi), decoded (tools.spark.spool.records): sealed ones only."""
+        """The spooled records in [lo, hi), decoded (tinymqtt_spark.spool.records): sealed ones only."""
         with self.lock:
             sources = self.spool.sources(lo, hi)
         return records(sources, lo, hi)
@@ -178,6 +356,17 @@ class MqttLink:
             self.spool.commit(end)
         crashpoint("committed")
 
+    def wait_acked(self, end, timeout=10.0):
+        """Waits (at most timeout) until the acks for every offset below `end` are written, so a consumer whose
+        process may end right after its commit (a run-once trigger) leaves nothing owed. False if not."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.error is None:
+            with self.lock:
+                if self.state.acked >= end and not any(off < end for off in self._handles):
+                    return True
+            time.sleep(0.005)
+        return False
+
     def stop(self, timeout=10.0):
         self._stop.set()
         if self._thread is not None:
@@ -185,10 +374,12 @@ class MqttLink:
         if self.spool is not None:
             with self.lock:
                 self.spool.close()
+        if self.state is not None:
+            self.state.close()
         self.write_stats()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def snapshot(self):
         with self.lock:
@@ -198,11 +389,25 @@ class MqttLink:
                      unacked=len(self._unacked), held=len(self.state.held), awaiting_pubrel=len(self.state.rel),
                      segments=len(sp.segments),
                      connected=bool(self.client and self.client.is_connected()),
-                     subscribed=self.subscribed.is_set(),
+                     subscribed=self.subscribed.is_set(), reading_paused=self._paused, max_unacked=self.max_unacked,
                      idle_s=round(time.time() - max(self.last_message_at, self.last_ack_at), 3)
                      if self.last_message_at else None, error=repr(self.error) if self.error else None,
                      last_error=str(self.last_error) if self.last_error else None, time=time.time())
         return s
+
+    def read_room(self):
+        """How many bytes the next read may take: the window's room at the bytes per message seen so far."""
+        left = self.max_unacked - len(self._unacked)
+        per = self.rx_bytes // self.rx_msgs if self.rx_msgs > 100 else 64
+        return max(4096, left * max(per, 16))
+
+    def snapshot_quiet(self):
+        """For a run-once trigger: is the link live (connected, subscribed), paused at its window, and how long
+        since the last message or ack (an ack lets the broker send more)."""
+        c = self.client
+        live = bool(c and c.is_connected() and self.subscribed.is_set())
+        last = max(self.last_message_at, self.last_ack_at, self.live_at)
+        return {"live": live, "paused": self._paused, "quiet_s": time.time() - last if last else 0.0}
 
     def write_stats(self):
         """link-stats.json in the spool directory: what the demo and the tests watch."""
@@ -217,8 +422,8 @@ class MqttLink:
 
     def _run(self):
         try:
-            c = self.client = Client(self.host, self.port, batch=True, backoff_min_ms=200, backoff_max_ms=5000,
-                                     **self.session_options)
+            c = self.client = Client(self.host, self.port, tls=self.tls, batch=True, backoff_min_ms=200,
+                                     backoff_max_ms=5000, port_impl=_WindowPort(self), **self.session_options)
             c.on_message = self._on_message
             c.on_connect = self._on_connect
             c.on_disconnect = self._on_disconnect
@@ -229,16 +434,30 @@ class MqttLink:
                 c.subscribe([(t, sub_options(self.qos, retain_handling=1)) for t in self.topics], timeout=30)
             except MQTTError as e:  # no SUBACK in time (link lost?): the session subscribes again on reconnect
                 self.last_error = e
-            while not self._stop.is_set():
-                c.loop(0.05)
+            while not self._stop.is_set() and self.error is None:
+                if len(self._unacked) < self.max_unacked or not c.is_connected():  # (offline: loop reconnects)
+                    if self._paused:
+                        self._paused = False
+                        log.info("mqtt link %s: reading again (%d unacknowledged)", self.client_id, len(self._unacked))
+                    c.loop(0.05)
+                else:  # the window is full: leave the socket unread (TCP back-pressure) until commits free room
+                    if not self._paused:
+                        self._paused = True
+                        self.stats["paused"] += 1
+                        log.info("mqtt link %s: %d messages unacknowledged (maxUnacked): not reading until the "
+                                 "query commits", self.client_id, len(self._unacked))
+                    time.sleep(0.01)
                 with self.lock:
                     self.spool.flush()
+                self._poll_commit()
                 self._acks(c)
                 self._pubcomps(c)
                 self._unstick(c)
                 if time.monotonic() - self._last_stats > 1.0:
                     self._last_stats = time.monotonic()
                     self.write_stats()
+            if self.error is not None:
+                raise self.error
             self._acks(c)
             self._settle(c)
             c.disconnect()  # a normal DISCONNECT: the session (and whatever is unacknowledged) stays on the broker
@@ -262,13 +481,20 @@ class MqttLink:
 
     def _on_connect(self, connack):
         self.stats["connects"] += 1
+        self._connected_at = time.monotonic()
         if connack.session_present:
             self.stats["sessions_resumed"] += 1
+            self._had_session = True
             return
         with self.lock:  # the broker has no session: no packet id is held, nothing will be redelivered
             st = self.state
-            if self._unacked or st.held or st.rel:
+            if self._unacked or st.held or st.rel or self._had_session:
                 self.stats["session_lost"] += 1
+                why = ("the broker has no session for client id %r (expired, or the broker lost it): messages "
+                       "published while the query was away are lost" % self.client_id)
+                log.warning("mqtt link: %s", why)
+                if self.fail_on_data_loss:
+                    self.error = DataLoss(why + " (failOnDataLoss: set it to false to go on)")
                 self._unacked.clear()
                 self._handles.clear()
                 self._ack_now = []
@@ -279,14 +505,33 @@ class MqttLink:
     def _on_disconnect(self, err):
         self.last_error = err
         self.stats["disconnects"] += 1
+        # A takeover: MQTT 5 says DISCONNECT 0x8E; mosquitto 2.0.11 just closes the connection. So three closes
+        # in a row, each within two seconds of our CONNACK, count as one too (two holders taking turns).
+        quick = isinstance(err, ConnectionLost) and time.monotonic() - self._connected_at < 2.0
+        self._quick_closes = self._quick_closes + 1 if quick else 0
+        if getattr(err, "reason", None) == SESSION_TAKEN_OVER or self._quick_closes >= 3:
+            if self.client is not None:
+                self.client.reconnect = False  # taking it back would start a takeover ping-pong
+            self.error = SessionHeld("another client connected with client id %r and took the session over "
+                                     "(%s): two queries (or a query and another client) must never share a "
+                                     "client id" % (self.client_id, err))
 
     def _on_event(self, ev, value, reason):
         if ev == SUBACK:
             if value.codes and all(code < 0x80 for code in value.codes):
+                if min(value.codes) < self.qos:
+                    self.stats["downgraded"] += 1
+                    why = ("the broker granted QoS %d for %r, not the QoS %d asked for: messages above it lose "
+                           "their guarantees" % (min(value.codes), self.topics, self.qos))
+                    log.warning("mqtt link: %s", why)
+                    if self.fail_on_data_loss:
+                        self.error = DataLoss(why + " (failOnDataLoss)")
+                        return
                 if not self.subscribed.is_set():
+                    self.live_at = time.time()
                     self.subscribed.set()
-                    with open(os.path.join(self.spool_dir, "subscribed"), "w") as f:
-                        f.write(str(time.time()))
+                    _write(os.path.join(self.spool_dir, "session"), "%s %s\n" % (self.client_id, time.time()))
+                    _write(os.path.join(self.spool_dir, "live"), "%d %r\n" % (os.getpid(), time.time()))
             else:
                 self.error = LinkError("the broker refused the subscription %r: reason codes %r"
                                        % (self.topics, value.codes))
@@ -296,6 +541,7 @@ class MqttLink:
         payload = bytes(p.payload)  # a view into the receive buffer until this returns
         topic, q, pid = p.topic, p.qos, p.pid
         self.last_message_at = now
+        self.rx_msgs += 1
         crashpoint("received")
         with self.lock:
             sp, st = self.spool, self.state
@@ -320,6 +566,8 @@ class MqttLink:
             if q:
                 self._handles[off] = _Ack(pid, q)
                 self._unacked[pid] = off
+                if len(self._unacked) > self.stats["peak_unacked"]:
+                    self.stats["peak_unacked"] = len(self._unacked)
 
     def _acks(self, c):
         """Acks for everything committed: AckState saved first (they count as written from then on)."""
@@ -345,7 +593,7 @@ class MqttLink:
         crashpoint("acked")
         for h in todo:
             c.ack(h)  # into the buffer (flushed by loop); if the link drops now, the session resends on reconnect
-        c.flush()
+        self._flush(c)
         if todo:
             self.stats["acked"] += len(todo)
             self.last_ack_at = time.time()
@@ -366,6 +614,28 @@ class MqttLink:
                 return
             c.loop(0.05)
             self._pubcomps(c)
+
+    def _poll_commit(self):
+        # A run-once trigger's last batch is never committed to the source (Spark plans no next batch, and
+        # ends the source's process without a stop): the consumer's own log (Spark's checkpoint) says it is.
+        if self.committed_end is None or time.monotonic() - self._polled < 0.1:
+            return
+        self._polled = time.monotonic()
+        end = self.committed_end()
+        if end is not None and end > self.spool.committed:
+            self.commit(end)
+
+    def _flush(self, c):
+        """Writes the acks; a write error (the peer reset the link) ends the connection as a read error would,
+        and the client reconnects into the session. Returns False then."""
+        try:
+            c.flush()
+            return True
+        except (OSError, MQTTError) as e:
+            self.stats["write_errors"] += 1
+            self.last_error = e
+            c._close(e)  # the client's own end of a link: session kept, reconnect after the backoff
+            return False
 
     def _hold_pubrel(self, session):
         # A PUBCOMP frees the packet id at the broker, which may reuse it at once: AckState must forget the id
@@ -388,10 +658,10 @@ class MqttLink:
         crashpoint("released")
         s = c.session
         for pid in pids:
-            if len(s.out) - s.outlen < 8:
-                c.flush()
+            if len(s.out) - s.outlen < 8 and not self._flush(c):
+                return  # the link dropped: the broker sends the PUBRELs again, and AckState has let the ids go
             s.complete(pid)
-        c.flush()
+        self._flush(c)
         self.stats["pubcomps"] += len(pids)
 
     def _unstick(self, c):
