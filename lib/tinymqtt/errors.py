@@ -1,8 +1,8 @@
 # One exception family for every rule broken, carrying the MQTT reason code.
 # RemoteProtocolError: the peer sent something the spec forbids (close that connection).
 # LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
-# Every class costs a board heap (a type object and its dict), so the subclasses are made by type(), which
-# spares each a class body, and share MQTTError's __init__, __str__ and __repr__.
+# The subclasses differ only in their names, which say which side broke the rules: made by type(), they share
+# MQTTError's __init__, __str__ and __repr__ (docs/size.md says why not class bodies).
 try:
     from micropython import const  # (the library's modules import it from here; on CPython: int)
 except ImportError:

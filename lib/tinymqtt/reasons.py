@@ -1,6 +1,6 @@
 # The names of the MQTT 5 reason codes (spec 2.4; a 3.x error carries the v5 code that means the same), for
-# messages and logs: errors.py looks a name up only when an error is shown, so this file loads only then. One text
-# with a line per code costs a board far less than a name per code.
+# messages and logs: errors.py looks a name up only when an error is shown, so this file loads only then. The codes are
+# one text, a line per code, looked up by the code's two hex digits.
 try:
     from micropython import const
 except ImportError:  # CPython (not from errors.py, which imports this file: no import cycle)
