@@ -147,10 +147,11 @@ class AsyncClient(Driver):
             return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
         return self.flush(pid if qos and wait else 0)
 
-    async def subscribe(self, topic, qos=0, handler=None, props=None):
-        """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline)."""
+    async def subscribe(self, topic, qos=0, handler=None, props=None, chunks=False):
+        """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline).
+        chunks=True: handler(message, total, offset, chunk), each message in pieces (docs/streaming.md)."""
         return await self.flush(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
-                                                       handler))
+                                                       handler, chunks))
 
     async def unsubscribe(self, topic, props=None):
         return await self.flush(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props))

@@ -96,11 +96,12 @@ class Client(Driver):
 
     _ms = {}  # timeouts in ms, by their value in seconds (one table: they mean the same to every client)
 
-    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
+    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10, chunks=False):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
-        offline: the subscription is made on connect)."""
+        offline: the subscription is made on connect). chunks=True: handler(message, total, offset, chunk) gets
+        each message in pieces, however large (docs/streaming.md)."""
         return self._request(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
-                                                    handler), timeout)
+                                                    handler, chunks), timeout)
 
     def unsubscribe(self, topic, props=None, timeout=10):
         return self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props), timeout)

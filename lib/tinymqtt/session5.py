@@ -79,7 +79,10 @@ class Session5(Session):
             pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
         if self.receive_maximum != 65535:
             pr[_RECEIVE_MAXIMUM] = self.receive_maximum
-        pr[_MAXIMUM_PACKET_SIZE] = self._in_max or len(self.inbuf)
+        # our Maximum Packet Size: the receive buffer's, or what chunks=True subscriptions take (max_stream_size,
+        # its header in the buffer)
+        pr[_MAXIMUM_PACKET_SIZE] = min(max(self._in_max or len(self.inbuf),
+                                           self.max_stream_size and self.max_stream_size + len(self.inbuf)), 268435460)
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         # The first connection starts as asked; later ones resume whatever session the server kept. (Session's

@@ -1,0 +1,130 @@
+# Streamed messages (docs/streaming.md) on CPython against a real mosquitto: a subscription made with
+# chunks=True receives messages far larger than its 1 KB receive buffer in chunks, at QoS 0/1/2, MQTT 3.1.1 and 5;
+# a QoS 1/2 message is acknowledged only after its last chunk; a handler that raises closes the link and the
+# message comes again, whole, on the resumed session. Arguments are checked at the door.
+import hashlib
+import os
+import time
+
+import pytest
+
+import tinymqtt_port
+from tinymqtt.client import Client
+from tinymqtt.errors import LocalProtocolError
+
+SMALL = dict(max_packet_size=1024, out_size=1024)
+
+
+def pair(broker, name, v, **opts):
+    """A receiver with 1 KB buffers and a sender whose buffers grow (CPython's default)."""
+    rx = Client(broker.host, broker.port, client_id="st-rx-" + name, version=v, **dict(SMALL, **opts))
+    tx = Client(broker.host, broker.port, client_id="st-tx-" + name, version=v)
+    rx.connect()
+    tx.connect()
+    return rx, tx
+
+
+class Collector:
+    def __init__(self):
+        self.parts, self.done, self.sizes = {}, [], []
+
+    def __call__(self, msg, total, offset, chunk):
+        assert isinstance(chunk, memoryview) and offset + len(chunk) <= total
+        if offset == 0:  # the first chunk of a message (a cut one comes again from 0)
+            self.parts[msg.topic] = bytearray()
+        buf = self.parts[msg.topic]
+        assert len(buf) == offset
+        buf += chunk
+        self.sizes.append(len(chunk))
+        if offset + len(chunk) == total:  # the last chunk
+            self.done.append((msg.topic, msg.qos, bytes(buf)))
+
+
+def wait(c, cond, secs=10):
+    end = time.time() + secs
+    while not cond() and time.time() < end:
+        c.loop(0.05)
+    return cond()
+
+
+@pytest.mark.parametrize("v", [4, 5])
+def test_messages_larger_than_the_buffer_arrive_in_chunks(broker, v):
+    rx, tx = pair(broker, "a%d" % v, v, max_stream_size=1 << 20)
+    got = Collector()
+    rx.subscribe("st/a%d/#" % v, 2, handler=got, chunks=True)
+    if v == 5:  # we announced room for the streamed size, not the buffer's
+        assert rx.session.props is None and rx.session.max_stream_size == 1 << 20
+    images = {q: os.urandom(100_000 + q) for q in range(3)}
+    for q, data in images.items():
+        tx.publish("st/a%d/%d" % (v, q), data, q)
+        tx.loop(0.01)
+    small = b"fits in one chunk"
+    tx.publish("st/a%d/small" % v, small, 1)
+    assert wait(rx, lambda: len(got.done) == 4) and wait(tx, lambda: not tx.session.flights.count)
+    by_topic = {t: (q, d) for t, q, d in got.done}
+    for q, data in images.items():
+        assert by_topic["st/a%d/%d" % (v, q)] == (q, data)
+    assert by_topic["st/a%d/small" % v] == (1, small)
+    assert max(got.sizes) <= 1024 and len(rx.session.inbuf) == 1024  # never grew
+    assert wait(rx, lambda: not rx.session._rx_pid)  # the QoS 2 flow ended (PUBREL, PUBCOMP)
+    rx.disconnect()
+    tx.disconnect()
+
+
+@pytest.mark.parametrize("v", [4, 5])
+def test_a_handler_that_raises_leaves_the_message_unacknowledged_and_it_comes_again(broker, v):
+    name = "b%d" % v
+    rx, tx = pair(broker, name, v, clean=False, max_stream_size=1 << 20, **({"session_expiry": 60} if v == 5 else {}))
+    got = Collector()
+    fail = [True]
+
+    def handler(msg, total, offset, chunk):
+        if fail[0] and offset > 30_000:
+            fail[0] = False
+            raise OSError(28, "flash full")
+        got(msg, total, offset, chunk)
+
+    lost = []
+    rx.on_disconnect = lost.append
+    rx.subscribe("st/%s" % name, 1, handler=handler, chunks=True)
+    data = os.urandom(80_000)
+    tx.publish("st/%s" % name, data, 1)
+    assert wait(rx, lambda: lost)  # the link closed at the raise
+    assert "flash full" in str(lost[0]) and not got.done
+    rx.backoff_min_ms = 1
+    assert wait(rx, lambda: got.done)  # resumed: the broker sent it again, from its start
+    assert got.done == [("st/%s" % name, 1, data)]
+    assert wait(tx, lambda: not tx.session.flights.count)  # and it was acknowledged (once)
+    rx.loop(0.2)
+    assert len(got.done) == 1
+    rx.disconnect()
+    tx.disconnect()
+
+
+def test_oversize_skip_stays_for_subscriptions_without_chunks(broker):
+    rx, tx = pair(broker, "c", 4)
+    got, plain, events = Collector(), [], []
+    rx.on_event = lambda ev, value, reason: events.append(ev)
+    rx.subscribe("st/c/chunks", 1, handler=got, chunks=True)
+    rx.subscribe("st/c/plain", 1, handler=lambda m: plain.append(bytes(m.payload)))
+    tx.publish("st/c/plain", b"x" * 5000, 1)
+    tx.publish("st/c/plain", b"small", 1)
+    tx.publish("st/c/chunks", b"y" * 5000, 1)
+    assert wait(rx, lambda: got.done and plain)
+    assert plain == [b"small"] and got.done == [("st/c/chunks", 1, b"y" * 5000)] and 17 in events  # OVERSIZE
+    rx.disconnect()
+    tx.disconnect()
+
+
+def test_chunks_arguments_are_checked_at_the_door(broker):
+    c = Client(broker.host, broker.port, client_id="st-d", **SMALL)
+    with pytest.raises(LocalProtocolError, match="chunks must be True"):
+        c.subscribe("a", 1, handler=print, chunks=1)
+    with pytest.raises(LocalProtocolError, match="needs a handler"):
+        c.subscribe("a", 1, chunks=True)
+    for bad in (-1, 1.5, "1", 1 << 28):
+        with pytest.raises(LocalProtocolError, match="max_stream_size"):
+            Client(broker.host, broker.port, max_stream_size=bad)
+    with pytest.raises(LocalProtocolError, match="not with manual_ack"):
+        Client(broker.host, broker.port, manual_ack=True).subscribe("a", 1, handler=print, chunks=True)
+    assert not c.session.subs
