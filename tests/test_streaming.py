@@ -128,3 +128,65 @@ def test_chunks_arguments_are_checked_at_the_door(broker):
     with pytest.raises(LocalProtocolError, match="not with manual_ack"):
         Client(broker.host, broker.port, manual_ack=True).subscribe("a", 1, handler=print, chunks=True)
     assert not c.session.subs
+
+
+# ---------------------------------------------------------------- real MicroPython: the heap a streamed receive needs
+
+HEAP_APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_apps", "stream_heap.py")
+SIZES = (64 << 10, 256 << 10, 1 << 20)
+
+
+def publish_images(broker, prefix, v):
+    """The images, retained at QoS 1, published by CPython; returns size -> checksum as the board app sums it."""
+    tx = Client(broker.host, broker.port, client_id="st-img-" + prefix.replace("/", "-"), version=v)
+    tx.connect()
+    sums = {}
+    for size in SIZES:
+        data = os.urandom(size)
+        sums[size] = sum(data) & 0xFFFF
+        tx.wait_for(tx.publish(prefix + str(size), data, 1, retain=True), 30)
+    tx.disconnect()
+    return sums
+
+
+def stream_heap(broker, board, v, heap):
+    import tools.sim
+    prefix = "sh/%s/%d/" % (board, v)
+    sums = publish_images(broker, prefix, v)
+    env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, PREFIX=prefix, SIZES=list(SIZES), VERSION=v)
+    p = tools.sim.run_app(HEAP_APP, env=env, board=board, heap=heap, timeout=120)
+    res = tools.sim.results(p.stdout)
+    assert p.returncode == 0 and len(res) == 1, "exit %d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    res = res[0]
+    assert res["connected_end"]
+    for size in SIZES:
+        r = res[str(size)]
+        assert r["bytes"] == r["total"] == size and r["sum"] == sums[size], (size, r)
+    per = res[str(SIZES[0])]["per_chunk"]
+    assert per <= res["view"], res  # 0 B per chunk beyond the chunk's view
+    return res
+
+
+def report_heap(label, v, heap, res):
+    from tests.support.report import record
+    record("MicroPython heap (%s, MQTT %s, -X heapsize=%s): streamed receive of 64 KB / 256 KB / 1 MB, most in use "
+           "(B)" % (label, "3.1.1" if v == 4 else "5", heap),
+           " / ".join(str(res[str(s)]["peak"]) for s in SIZES))
+    record("MicroPython heap (%s, MQTT %s): per chunk (B), one view" % (label, "3.1.1" if v == 4 else "5"),
+           "%g (view %d)" % (res[str(SIZES[0])]["per_chunk"], res["view"]))
+
+
+@pytest.mark.parametrize("v", [4, 5])
+def test_streamed_receive_heap_is_flat_on_the_unix_port(broker, v):
+    import tools.sim
+    if not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port")
+    res = stream_heap(broker, "unix", v, "160k")  # a heap smaller than the 256 KB image, let alone 1 MB
+    report_heap("64-bit unix", v, "160k", res)
+
+
+def test_streamed_receive_heap_is_flat_on_the_32_bit_unix_port(broker):
+    from tests.support import unixport
+    unixport.need32()
+    res = stream_heap(broker, "unix32", 5, "96k")
+    report_heap("32-bit unix", 5, "96k", res)
