@@ -190,3 +190,59 @@ def test_streamed_receive_heap_is_flat_on_the_32_bit_unix_port(broker):
     unixport.need32()
     res = stream_heap(broker, "unix32", 5, "96k")
     report_heap("32-bit unix", 5, "96k", res)
+
+
+# ---------------------------------------------------------------- streamed publish
+
+class Reads:
+    """A file-like source that counts its reads and seeks (a file on a board's flash)."""
+
+    def __init__(self, data, seekable=True):
+        import io
+        self.f = io.BytesIO(data)
+        self.seeks = 0
+        if seekable:
+            self.seek = self._seek
+
+    def readinto(self, b):
+        return self.f.readinto(b)
+
+    def _seek(self, pos):
+        self.seeks += 1
+        return self.f.seek(pos)
+
+
+@pytest.mark.parametrize("v", [4, 5])
+def test_publish_from_a_source_larger_than_the_send_buffer(broker, v):
+    tx = Client(broker.host, broker.port, client_id="st-p%d" % v, version=v, **SMALL)
+    rx = Client(broker.host, broker.port, client_id="st-pr%d" % v, version=v, max_stream_size=1 << 20, **SMALL)
+    tx.connect()
+    rx.connect()
+    got = Collector()
+    rx.subscribe("st/p%d/#" % v, 2, handler=got, chunks=True)
+    data = {q: os.urandom(50_000 + q) for q in range(3)}
+    for q in range(3):
+        src = Reads(data[q])
+        pid = tx.publish("st/p%d/%d" % (v, q), src, q, length=len(data[q]))
+        assert len(tx.session.out) == 1024  # never grew: the payload went through `out` piece by piece
+        if q:
+            assert tx.wait_for(pid, 10) and src.seeks == 1
+    assert wait(rx, lambda: len(got.done) == 3)
+    assert sorted(got.done) == [("st/p%d/%d" % (v, q), q, data[q]) for q in range(3)]
+    tx.disconnect()
+    rx.disconnect()
+
+
+def test_streamed_publish_arguments_are_checked_at_the_door(broker):
+    c = Client(broker.host, broker.port, client_id="st-pd", **SMALL)
+    c.connect()
+    for bad in (-1, 1.5, "3", 1 << 28):
+        with pytest.raises(LocalProtocolError, match="length"):
+            c.publish("a", Reads(b"abc"), 1, length=bad)
+    with pytest.raises(LocalProtocolError, match="readinto"):
+        c.publish("a", b"abc", 1, length=3)
+    with pytest.raises(LocalProtocolError, match="seek"):
+        c.publish("a", Reads(b"abc", seekable=False), 1, length=3)
+    c.publish("a", Reads(b"abc", seekable=False), 0, length=3)  # QoS 0 is never sent again: no seek needed
+    assert not c.session.flights.count
+    c.disconnect()

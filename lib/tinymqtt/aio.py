@@ -125,10 +125,11 @@ class AsyncClient(Driver):
 
     # ---------------------------------------------------------------- requests
 
-    def publish_nowait(self, topic, payload, qos=0, retain=False, props=None):
+    def publish_nowait(self, topic, payload, qos=0, retain=False, props=None, length=None):
         """Queues the message; returns its packet id (0 for QoS 0) or -1 when every slot is taken.
-        The reader/ticker tasks write it out; call `await flush()` to push it now."""
-        return self.session.publish(topic, payload, qos, retain, props)
+        The reader/ticker tasks write it out; call `await flush()` to push it now. length=n: payload is a source
+        of n bytes, sent piece by piece (docs/streaming.md)."""
+        return self.session.publish(topic, payload, qos, retain, props, length)
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code

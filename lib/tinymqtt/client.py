@@ -38,18 +38,19 @@ class Client(Driver):
 
     # ---------------------------------------------------------------- requests
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30, length=None):
         """Queues the message and returns its packet id at once (0 for QoS 0); waits only while every
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
-        with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
+        with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once.
+        length=n: payload is a source of n bytes (a file opened on flash), sent piece by piece (docs/streaming.md)."""
         s = self.session
         while True:  # (offline with reconnect=False once a link was lost, wait_for() raises; _delay 0: none lost yet)
             if self.transport or self.reconnect or not self._delay:
-                pid = s.publish(topic, payload, qos, retain, props)
+                pid = s.publish(topic, payload, qos, retain, props, length)
                 if pid >= 0:
                     break
             else:  # no connection will come (wait_for raises ConnectionLost): an invalid argument says so first
-                check_publish(s, topic, payload, qos, retain, props)
+                check_publish(s, topic, payload if length is None else b"", qos, retain, props)
             if not self.wait_for(_UNTIL_FREE_SLOT, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)

@@ -139,6 +139,7 @@ _MQTT5 = const(1)
 _HANDLERS = const(1)
 _STREAM = const(1)  # const(0) in a board build without tinymqtt/stream.py, streamed messages (chunks=True)
 _GROW = const(1)  # const(0) in every board build: none has grow.py, CPython's growing buffers
+_BYTES = (bytes, bytearray, memoryview)  # a payload in RAM (else a streamed one: stream.Source)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 _MAX_PACKET = const(268435460)  # the largest packet MQTT can express (a Remaining Length of 2**28 - 1)
 _FIRST_SIZE = const(4096)  # the buffers' size when the options leave it to the platform (docs/options.md)
@@ -163,11 +164,13 @@ class Session:
     _inbound = _INBOUND  # the inbound flows (app_acks.py's sessions: with HELD)
     # CPython with the default sizes: the limits the buffers grow to (grow.py; 0: fixed buffers, their size the limit)
     _in_max = _out_max = 0
+    _server_max = _MAX_PACKET  # the server's Maximum Packet Size (Session5's, from CONNACK)
     _skip = 0  # bytes still to pass unread of a message too large for inbuf (_oversize), or to stream (stream.py)
     max_stream_size = 0  # the largest payload a chunks=True subscription takes (0: any; MQTT 5 announces it)
     if _STREAM:
         _stream = None  # the chunks=True handler of the message being streamed (stream.py), or None
         _chunked = False  # True once a subscription asked for chunks: stream.py's functions are loaded
+        _feed = None  # a streamed payload being written (stream.Source): it owns `out` until its last byte
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, receive_maximum=16, max_packet_size=0, max_inflight=16, out_size=0,
@@ -254,7 +257,7 @@ class Session:
         self.inlen = self.outlen = 0
         self._skip = 0  # (a message cut off with the last link comes again whole, or not at all)
         if _STREAM:
-            self._stream = None
+            self._stream = self._feed = None
         self.pinging = False
         self._clean_now = self.clean  # (Session5 sets clean to resume a session the server kept)
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=self.clean, keepalive=self.keepalive,
@@ -264,6 +267,8 @@ class Session:
     def connection_lost(self):
         """The driver saw the transport close. In-flight state stays for the next connection."""
         self.state = _DISCONNECTED
+        if _STREAM:
+            self._feed = None  # (a QoS 1/2 message cut off is sent again, from its start, on the next connection)
         self.pinging = False
 
     def disconnect(self, reason=0, props=None):
@@ -302,11 +307,16 @@ class Session:
 
     # ------------------------------------------------------------ the application's requests
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, length=None):
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
-        slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py)."""
-        check_publish(self, topic, payload, qos, retain, props)
+        slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py). length: payload is
+        a source of that many bytes, read piece by piece as they are sent (stream.py, docs/streaming.md)."""
+        check_publish(self, topic, payload if length is None else b"", qos, retain, props)
+        k = 0  # a streamed payload's length: only its header must fit `out`
+        if length is not None:
+            payload = self._source(payload, length, qos)
+            k = length
         t = topic
         if isinstance(topic, str):  # encoded once, then looked up (the first 64 topics)
             t = self._topics.get(topic)
@@ -322,9 +332,12 @@ class Session:
                       min(self.out_size - self.outlen, self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
-        check_size(self, n, "PUBLISH", "payload")
-        if _GROW and self._out_max and self.outlen + n > self.out_size:
-            self._fit(n)
+        check_size(self, n - k, "PUBLISH", "payload")
+        if _MQTT5 and k and n > self._server_max:  # (MQTT 5: the server's Maximum Packet Size)
+            raise LocalProtocolError(0x95, "payload: a %d-byte PUBLISH exceeds the server's Maximum Packet Size %d"
+                                     % (n, self._server_max))
+        if _GROW and self._out_max and self.outlen + n - k > self.out_size:
+            self._fit(n - k)
         f = self.flights
         i = f.add(t, payload, qos, retain, props)  # the flow table: QUEUED
         if i < 0:
@@ -337,6 +350,8 @@ class Session:
         packet ids, the window and `out` have room. True when connected and nothing waits any more."""
         if self.state != _CONNECTED:
             return
+        if _STREAM and self._feed and not self._feed.feed(self):
+            return  # a streamed payload still owns `out`: nothing may come between its bytes
         f = self.flights
         todo = self._resub_todo
         # One SUBSCRIBE a filter still subscribed (one unsubscribed meanwhile is skipped), with its options and
@@ -391,7 +406,10 @@ class Session:
                     a = 3
             n += k
         n += 1 + _vbi_len(n)  # the fixed header: its first byte and the Remaining Length
-        if n > room:
+        k = 0  # a streamed payload (stream.Source): only the header must fit now, its bytes follow as `out` empties
+        if _STREAM and not isinstance(pl, _BYTES):
+            k = len(pl)
+        if n - k > room:
             return n
         if a:
             a = self.aliases.lookup(t)
@@ -399,7 +417,11 @@ class Session:
                 t = b""
             else:  # a new alias: the topic and its alias
                 a = -a
-        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
+        if k:
+            self.outlen += encode_publish(self.out, self.version, t, b"", q, retain, dup, pid, pr, a, self.outlen, k)
+            pl.begin(self, q)
+        else:
+            self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
         self._last_sent = self._now
         return 0
 
@@ -441,6 +463,17 @@ class Session:
         if offline:
             return 0
         return self._request(_SUBSCRIBE, topics, props)
+
+    def _source(self, payload, length, qos):
+        # publish()'s streamed payload (stream.py), checked at the door
+        if _STREAM:
+            try:
+                from tinymqtt.stream import source
+                return source(self, payload, length, qos)
+            except ImportError:
+                pass
+        raise LocalProtocolError(0x84, "length: streamed payloads are stream.py's, which this build leaves out "
+                                       "(profile mqtt311)")
 
     def _chunks(self, handler, chunks):
         # subscribe()'s chunks argument, checked at the door; loads stream.py the first time

@@ -13,7 +13,7 @@
 # offset 0: what a handler wrote of a cut message, it starts over.
 # A profile without this file (mqtt311) refuses chunks=True with 0x84, and skips every message larger than its
 # buffer (Session._oversize), as before.
-from tinymqtt.errors import ConnectionLost, const
+from tinymqtt.errors import ConnectionLost, LocalProtocolError, const
 from tinymqtt.packets import read_publish
 
 _V5 = const(5)
@@ -113,3 +113,65 @@ def chunk(s, pos, k):
                 s._owed = pid
             else:
                 s._pay(pid)
+
+
+# ---------------------------------------------------------------- streamed publish
+
+class Source:
+    """A payload published from a source piece by piece: publish(topic, source, qos, length=n) wraps source, any
+    object with readinto(buf) (a file opened on the board's flash), so the whole payload is never in RAM. The
+    session writes the PUBLISH's header, then feed() fills `out` from the source each time the driver has written
+    it, until the payload's length is out; nothing else may come between a packet's bytes, so `out` stays full
+    until then. A QoS 1/2 message sent again (a resumed session, MQTT's DUP) reads the source again from its
+    start: seek(0)."""
+
+    def __init__(self, src, n):
+        self.src = src
+        self.n = n
+        self.left = 0  # bytes still to write of the packet being sent
+
+    def __len__(self):
+        return self.n
+
+    def begin(self, s, q):
+        # The header is in `out`: the payload follows from the source's start (again, for a resend)
+        if q:
+            self.src.seek(0)
+        self.left = self.n
+        self._mv = memoryview(s.out)
+        s._feed = self
+        self.feed(s)
+
+    def feed(self, s):
+        """Fills `out` with the payload's next bytes; True once the whole payload is written."""
+        e = s.out_size
+        i = s.outlen
+        while self.left and i < e:
+            k = self.src.readinto(self._mv[i:i + min(e - i, self.left)])
+            if not k:  # the server was promised n bytes: the connection cannot go on
+                s._feed = None
+                s.outlen = i
+                raise ConnectionLost(0x80, "payload: its source ended %d bytes short of its length %d"
+                                     % (self.left, self.n))
+            i += k
+            self.left -= k
+        s.outlen = i
+        if self.left:
+            return False
+        s._feed = None
+        self._mv = None
+        return True
+
+
+def source(s, src, length, qos):
+    """publish()'s length and source, checked at the door: a Source for the session to queue."""
+    if not isinstance(length, int) or not 0 <= length < 268435456:
+        raise LocalProtocolError(0x82, "length must be the payload's size in bytes, below 268435456 (what MQTT's "
+                                       "largest packet holds), not %r" % (length,))
+    if not hasattr(src, "readinto"):
+        raise LocalProtocolError(0x82, "payload: with length, an object with readinto() (a file opened 'rb'), "
+                                       "not %s" % type(src).__name__)
+    if qos and not hasattr(src, "seek"):
+        raise LocalProtocolError(0x82, "payload: a QoS %d message is sent again from its start on a resumed session: "
+                                       "its source needs seek(), which %s lacks" % (qos, type(src).__name__))
+    return Source(src, length)
