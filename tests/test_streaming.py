@@ -246,3 +246,118 @@ def test_streamed_publish_arguments_are_checked_at_the_door(broker):
     c.publish("a", Reads(b"abc", seekable=False), 0, length=3)  # QoS 0 is never sent again: no seek needed
     assert not c.session.flights.count
     c.disconnect()
+
+
+def test_a_streamed_publish_cut_midway_is_sent_again_from_the_start(broker):
+    from tests.support.faultproxy import UP, Cut, FaultProxy, Plan, PUBLISH
+    rx = Client(broker.host, broker.port, client_id="st-cut-rx", max_stream_size=1 << 20, **SMALL)
+    rx.connect()
+    got = Collector()
+    rx.subscribe("st/cut", 1, handler=got, chunks=True)
+    data = os.urandom(200_000)
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(Cut(UP, mid=PUBLISH, nth=1)) if number == 1 else None
+        tx = Client(px.host, px.port, client_id="st-cut-tx", clean=False, session_expiry=60, backoff_min_ms=10, **SMALL)
+        tx.connect()
+        src = Reads(data)
+        pid = tx.publish("st/cut", src, 1, length=len(data))  # the link is cut while the payload goes out
+        assert tx.wait_for(pid, 10)
+        assert len(px.cuts) == 1 and src.seeks == 2  # read again from its start on the resumed session
+        tx.disconnect()
+    assert wait(rx, lambda: got.done)
+    rx.loop(0.3)
+    assert got.done == [("st/cut", 1, data)]  # whole, once
+    rx.disconnect()
+
+
+async def test_the_asyncio_client_takes_chunks_and_publishes_from_a_source(broker):
+    from tinymqtt.aio import AsyncClient
+    rx = AsyncClient(broker.host, broker.port, client_id="st-aio-rx", version=5, max_stream_size=1 << 20, **SMALL)
+    tx = AsyncClient(broker.host, broker.port, client_id="st-aio-tx", version=5, **SMALL)
+    await rx.connect()
+    await tx.connect()
+    got = Collector()
+    await rx.subscribe("st/aio/#", 2, handler=got, chunks=True)
+    data = {q: os.urandom(60_000 + q) for q in range(3)}
+    for q in range(3):
+        tx.publish_nowait("st/aio/%d" % q, Reads(data[q]), q, length=len(data[q]))
+        await tx.flush()
+    import asyncio
+    for _ in range(200):
+        if len(got.done) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(got.done) == [("st/aio/%d" % q, q, data[q]) for q in range(3)]
+    await tx.disconnect()
+    await rx.disconnect()
+
+
+# ---------------------------------------------------------------- bad bytes from the network (sans-IO)
+
+def connected_session(v=4):
+    from tinymqtt.driver import new_session
+    events = []
+    s = new_session(lambda ev, value, reason: events.append(ev), version=v, client_id="x", max_packet_size=64,
+                    max_stream_size=1000)
+    s.connect(0)
+    s.outlen = 0
+    connack = b"\x20\x02\x00\x00" if v == 4 else b"\x20\x03\x00\x00\x00"
+    s.inbuf[0:len(connack)] = connack
+    s.received(len(connack), 0)
+    s.outlen = 0
+    got = Collector()
+    s.subscribe([("t", 1)], handler=got, chunks=True)
+    s.outlen = 0
+    return s, got, events
+
+
+def feed(s, data):
+    """Feeds the bytes as a socket would, as much as inbuf takes at a time; returns what received() raised."""
+    i = 0
+    try:
+        for _ in range(10_000):  # bounded: bad bytes must never make it loop
+            k = min(len(s.inbuf) - s.inlen, len(data) - i)
+            s.inbuf[s.inlen:s.inlen + k] = data[i:i + k]
+            i += k
+            while s.received(k, 0):
+                s.outlen = 0
+                k = 0
+            s.outlen = 0
+            if i == len(data):
+                return None
+        raise AssertionError("received() made no progress")
+    except Exception as e:
+        return e
+
+
+def publish_bytes(topic, payload, qos=1, pid=7, props=False):
+    t = topic.encode()
+    body = len(t).to_bytes(2, "big") + t
+    body += pid.to_bytes(2, "big") if qos else b""
+    body += b"\x00" if props else b""  # MQTT 5: an empty property block
+    body += payload
+    n, rl = len(body), b""
+    while True:
+        d, n = n & 0x7F, n >> 7
+        rl += bytes([d | (0x80 if n else 0)])
+        if not n:
+            break
+    return bytes([0x30 | qos << 1]) + rl + body
+
+
+@pytest.mark.parametrize("v", [4, 5])
+def test_a_streamed_message_fed_piecewise_arrives_whole_and_bad_headers_end_the_link(v):
+    from tinymqtt.errors import RemoteProtocolError
+    s, got, _ = connected_session(v)
+    data = os.urandom(900)
+    assert feed(s, publish_bytes("t", data, props=v == 5)) is None and got.done == [("t", 1, data)]
+    # a topic length past the Remaining Length: a protocol error, never a negative skip
+    s, got, _ = connected_session(v)
+    bad = bytearray(publish_bytes("t", b"x" * 200, props=v == 5))
+    bad[3:5] = (5000).to_bytes(2, "big")
+    e = feed(s, bytes(bad))
+    assert isinstance(e, (RemoteProtocolError,)) and not got.done
+    # a payload over max_stream_size is skipped as too large (OVERSIZE), the link goes on
+    s, got, events = connected_session(v)
+    assert feed(s, publish_bytes("t", b"y" * 2000, props=v == 5) + publish_bytes("t", b"small", pid=8, props=v == 5)) is None
+    assert got.done == [("t", 1, b"small")] and 17 in events

@@ -13,7 +13,7 @@
 # offset 0: what a handler wrote of a cut message, it starts over.
 # A profile without this file (mqtt311) refuses chunks=True with 0x84, and skips every message larger than its
 # buffer (Session._oversize), as before.
-from tinymqtt.errors import ConnectionLost, LocalProtocolError, const
+from tinymqtt.errors import ConnectionLost, LocalProtocolError, RemoteProtocolError, const
 from tinymqtt.packets import read_publish
 
 _V5 = const(5)
@@ -56,6 +56,8 @@ def start(s, buf, pos, end, total):
     i = _payload_start(buf, pos, end, q, s.version)
     if not i:
         return -1 if end - pos >= len(buf) else 0  # a header that can never fit the buffer: not streamed
+    if i - pos > total:  # its topic or properties claim more than the Remaining Length holds
+        raise RemoteProtocolError(0x81, "PUBLISH ends inside its topic name, packet id or properties")
     p = read_publish(s._inmv, pos, i, s._msg, s.version)  # (validates the topic, the packet id, the properties)
     if p.alias >= 0:  # (a server sends aliases only when topic_alias_maximum allows them)
         return -1
