@@ -361,3 +361,41 @@ def test_a_streamed_message_fed_piecewise_arrives_whole_and_bad_headers_end_the_
     s, got, events = connected_session(v)
     assert feed(s, publish_bytes("t", b"y" * 2000, props=v == 5) + publish_bytes("t", b"small", pid=8, props=v == 5)) is None
     assert got.done == [("t", 1, b"small")] and 17 in events
+
+
+# ---------------------------------------------------------------- real MicroPython: streamed publish from a file
+
+@pytest.mark.parametrize("board", ["unix", "unix32"])
+def test_streamed_publish_from_a_file_on_the_unix_ports(broker, board):
+    """tools/bench/stream_app.py once (ROUNDS=1): the board publishes a 1 MB file at QoS 1 through its 2 KB send
+    buffer with a 256 KB heap; a CPython subscriber gets every byte as the file holds them."""
+    import tools.sim
+    from tools.bench.stream import APP, raw_peers
+    if board == "unix32":
+        from tests.support import unixport
+        unixport.need32()
+    elif not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port")
+    prefix = "sp/%s/%d/" % (board, os.getpid())
+    n = 1 << 20
+    tx = Client(broker.host, broker.port, client_id="st-sp-img-" + board)
+    tx.connect()
+    tx.wait_for(tx.publish(prefix + str(n), os.urandom(n), 1, retain=True), 30)
+    tx.disconnect()
+    rx = Client(broker.host, broker.port, client_id="st-sp-rx-" + board, max_stream_size=2 << 20, **SMALL)
+    rx.connect()
+    got = Collector()
+    rx.subscribe(prefix + "up", 1, handler=got, chunks=True)
+    sender, sink = raw_peers(n, 1)
+    env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, PREFIX=prefix, RAW_SENDER=sender, RAW_SINK=sink,
+               ROUNDS=1)
+    p = tools.sim.run_app(APP, env=env, board=board, heap="256k", timeout=120)
+    res = tools.sim.results(p.stdout)
+    assert p.returncode == 0 and len(res) == 1, "exit %d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    assert res[0]["publish_acked"] and res[0]["raw_received"] == n
+    assert wait(rx, lambda: got.done)
+    expected = bytearray(n)
+    for i in range(n // 4096):  # the file the app wrote: 4 KB blocks, the first byte of each its number
+        expected[i * 4096] = i & 255
+    assert got.done == [(prefix + "up", 1, bytes(expected))]
+    rx.disconnect()
