@@ -101,6 +101,8 @@ _ACK_BYTES = (_PUBACK << 4, _PUBREC << 4, _PUBREL << 4 | 2, _PUBCOMP << 4)
 #                  HELD --PUBLISH again: nothing (a resend); HELD --PUBREL: no row, a protocol error
 #   a PUBREL for an id we do not know gets its PUBCOMP all the same (MQTT 5: 0x92, packet identifier not found)
 #   a new session: every id back to NONE (the server has no flow of ours left)
+#   stream.py (chunks=True, a message larger than inbuf): the same rows, but the move and the ack are made after
+#   the last chunk was handled; a link lost before that leaves the id in NONE, so the resend is delivered again
 # A PUBLISH that reuses an id still in a flow without DUP set is a server reusing an id in flight (mosquitto 2.0
 # past 65535 unacked): handled as the resend it looks like, and counted (Session.reused).
 _IN_NONE = const(0)
