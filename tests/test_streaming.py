@@ -400,3 +400,34 @@ def test_streamed_publish_from_a_file_on_the_unix_ports(broker, board):
         expected[i * 4096] = i & 255
     assert got.done == [(prefix + "up", 1, bytes(expected))]
     rx.disconnect()
+
+
+@pytest.mark.parametrize("v", [4, 5])
+def test_the_asyncio_client_streams_both_ways_on_the_unix_port(broker, v):
+    """tests/sim_apps/stream_aio.py with a heap smaller than the 256 KB image it receives."""
+    import tools.sim
+    if not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port")
+    prefix = "sa/%d/%d/" % (v, os.getpid())
+    image = os.urandom(256 << 10)
+    tx = Client(broker.host, broker.port, client_id="st-sa-img-%d" % v)
+    tx.connect()
+    tx.wait_for(tx.publish(prefix + "image", image, 1, retain=True), 30)
+    tx.disconnect()
+    rx = Client(broker.host, broker.port, client_id="st-sa-rx-%d" % v, max_stream_size=1 << 20, **SMALL)
+    rx.connect()
+    got = Collector()
+    rx.subscribe(prefix + "up", 1, handler=got, chunks=True)
+    env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, PREFIX=prefix, VERSION=v)
+    p = tools.sim.run_app(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_apps", "stream_aio.py"),
+                          env=env, board="unix", heap="192k", timeout=120)
+    res = tools.sim.results(p.stdout)
+    assert p.returncode == 0 and len(res) == 1, "exit %d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    res = res[0]
+    assert res["bytes"] == len(image) and res["sum"] == sum(image) & 0xFFFF and res["chunks"] > 64, res
+    assert res["published"] == 100000 and wait(rx, lambda: got.done)
+    expected = bytearray(100000)
+    for i in range(100):
+        expected[i * 1000] = i & 255
+    assert got.done == [(prefix + "up", 1, bytes(expected))]
+    rx.disconnect()
