@@ -1,5 +1,5 @@
-# examples/ota.py on real MicroPython (the 64-bit unix port, MQTT 5 and 3.1.1; the 32-bit one, MQTT 5) against a
-# real mosquitto, through the fault proxy: tools/ota_publish.py (CPython, streamed from the file) publishes a
+# examples/ota.py on real MicroPython (the 64-bit unix port, MQTT 5 and 3.1.1; the 32-bit one and the 32-bit
+# WebAssembly build, the simulated board, MQTT 5) against a real mosquitto, through the fault proxy: tools/ota_publish.py (CPython, streamed from the file) publishes a
 # 256 KB image retained at QoS 1 with its SHA-256; the board, with the esp32's buffers (boards.toml: 4 KB in,
 # 2 KB out) and a heap smaller than the image, receives it in chunks into a file; its first connection is cut in
 # the middle of the image, the session resumes, the broker sends the image again, and the board reports the
@@ -21,7 +21,8 @@ IMAGE = 256 << 10
 ESP32_BUFFERS = {"max_packet_size": 4096, "out_size": 2048}
 
 
-@pytest.mark.parametrize("board,v,heap", [("unix", 5, "160k"), ("unix", 4, "160k"), ("unix32", 5, "128k")])
+@pytest.mark.parametrize("board,v,heap", [("unix", 5, "160k"), ("unix", 4, "160k"), ("unix32", 5, "128k"),
+                                          ("sim", 5, 160 * 1024)])
 def test_ota_image_arrives_whole_once_after_a_cut(broker, tmp_path, board, v, heap):
     if board == "unix32":
         unixport.need32()
