@@ -431,3 +431,16 @@ def test_the_asyncio_client_streams_both_ways_on_the_unix_port(broker, v):
         expected[i * 1000] = i & 255
     assert got.done == [(prefix + "up", 1, bytes(expected))]
     rx.disconnect()
+
+
+def test_a_source_shorter_than_its_length_ends_the_connection(broker):
+    from tinymqtt.errors import ConnectionLost
+    c = Client(broker.host, broker.port, client_id="st-short", reconnect=False, **SMALL)
+    c.connect()
+    c.publish("st/short", Reads(b"x" * 5000), 0, length=9000)  # it ends while `out` is written: the link closes
+    assert not c.transport and "short of its length" in str(c.last_error)
+    c = Client(broker.host, broker.port, client_id="st-short2", reconnect=False, **SMALL)
+    c.connect()
+    with pytest.raises(ConnectionLost, match="short of its length"):  # it ends in the first fill: raised at the call
+        c.publish("st/short", Reads(b"x" * 500), 0, length=900)
+    assert not c.transport and "short of its length" in str(c.last_error)

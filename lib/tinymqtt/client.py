@@ -46,7 +46,11 @@ class Client(Driver):
         s = self.session
         while True:  # (offline with reconnect=False once a link was lost, wait_for() raises; _delay 0: none lost yet)
             if self.transport or self.reconnect or not self._delay:
-                pid = s.publish(topic, payload, qos, retain, props, length)
+                try:
+                    pid = s.publish(topic, payload, qos, retain, props, length)
+                except ConnectionLost as e:  # a streamed payload's source ended before its length: the PUBLISH
+                    self._close(e)  # begun in `out` cannot be finished, so the connection ends (stream.py)
+                    raise
                 if pid >= 0:
                     break
             else:  # no connection will come (wait_for raises ConnectionLost): an invalid argument says so first
