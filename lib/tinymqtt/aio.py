@@ -125,10 +125,11 @@ class AsyncClient(Driver):
 
     # ---------------------------------------------------------------- requests
 
-    def publish_nowait(self, topic, payload, qos=0, retain=False, props=None):
+    def publish_nowait(self, topic, payload, qos=0, retain=False, props=None, length=None):
         """Queues the message; returns its packet id (0 for QoS 0) or -1 when every slot is taken.
-        The reader/ticker tasks write it out; call `await flush()` to push it now."""
-        return self.session.publish(topic, payload, qos, retain, props)
+        The reader/ticker tasks write it out; call `await flush()` to push it now. length=n: payload is a source
+        of n bytes, sent piece by piece (docs/streaming.md)."""
+        return self.session.publish(topic, payload, qos, retain, props, length)
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
@@ -147,10 +148,11 @@ class AsyncClient(Driver):
             return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
         return self.flush(pid if qos and wait else 0)
 
-    async def subscribe(self, topic, qos=0, handler=None, props=None):
-        """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline)."""
+    async def subscribe(self, topic, qos=0, handler=None, props=None, chunks=False):
+        """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline).
+        chunks=True: handler(message, total, offset, chunk), each message in pieces (docs/streaming.md)."""
         return await self.flush(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
-                                                       handler))
+                                                       handler, chunks))
 
     async def unsubscribe(self, topic, props=None):
         return await self.flush(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props))

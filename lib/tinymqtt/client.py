@@ -38,18 +38,23 @@ class Client(Driver):
 
     # ---------------------------------------------------------------- requests
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout=30, length=None):
         """Queues the message and returns its packet id at once (0 for QoS 0); waits only while every
         in-flight slot is taken. Offline, QoS 1/2 (and QoS 0 while slots last) wait for the reconnect;
-        with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once."""
+        with reconnect=False there is none, so a publish after the link died raises ConnectionLost at once.
+        length=n: payload is a source of n bytes (a file opened on flash), sent piece by piece (docs/streaming.md)."""
         s = self.session
         while True:  # (offline with reconnect=False once a link was lost, wait_for() raises; _delay 0: none lost yet)
             if self.transport or self.reconnect or not self._delay:
-                pid = s.publish(topic, payload, qos, retain, props)
+                try:
+                    pid = s.publish(topic, payload, qos, retain, props, length)
+                except ConnectionLost as e:  # a streamed payload's source ended before its length: the PUBLISH
+                    self._close(e)  # begun in `out` cannot be finished, so the connection ends (stream.py)
+                    raise
                 if pid >= 0:
                     break
             else:  # no connection will come (wait_for raises ConnectionLost): an invalid argument says so first
-                check_publish(s, topic, payload, qos, retain, props)
+                check_publish(s, topic, payload if length is None else b"", qos, retain, props)
             if not self.wait_for(_UNTIL_FREE_SLOT, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
         if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)
@@ -96,11 +101,12 @@ class Client(Driver):
 
     _ms = {}  # timeouts in ms, by their value in seconds (one table: they mean the same to every client)
 
-    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10):
+    def subscribe(self, topic, qos=0, handler=None, props=None, timeout=10, chunks=False):
         """topic: a filter, or a list of (filter, options). Returns the SUBACK reason codes (None while
-        offline: the subscription is made on connect)."""
+        offline: the subscription is made on connect). chunks=True: handler(message, total, offset, chunk) gets
+        each message in pieces, however large (docs/streaming.md)."""
         return self._request(self.session.subscribe([(topic, qos)] if isinstance(topic, str) else topic, props,
-                                                    handler), timeout)
+                                                    handler, chunks), timeout)
 
     def unsubscribe(self, topic, props=None, timeout=10):
         return self._request(self.session.unsubscribe([topic] if isinstance(topic, str) else topic, props), timeout)

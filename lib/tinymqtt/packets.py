@@ -231,9 +231,10 @@ def read_publish(mv, pos, end, p, version):
 
 # ---------------------------------------------------------------- encoding
 
-def _header(buf, off, v, n):
+def _header(buf, off, v, n, later=0):
     # The fixed header of a packet whose body is n bytes long: the type and flags byte v, the Remaining Length.
-    if off + 1 + _vbi_len(n) + n > len(buf):
+    # (later: bytes of a streamed payload written after it, which need not fit now)
+    if off + 1 + _vbi_len(n) + n - later > len(buf):
         raise LocalProtocolError(0x95, "a %d-byte packet does not fit the %d bytes left in the buffer"
                                  % (1 + _vbi_len(n) + n, len(buf) - off))
     buf[off] = v
@@ -245,9 +246,11 @@ def _header(buf, off, v, n):
     return off + 2
 
 
-def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0):
+def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0,
+                   length=0):
     """Writes a PUBLISH into buf at off and returns its length. Allocates nothing when topic is bytes (cache
-    the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone)."""
+    the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone).
+    length: a streamed payload's (stream.py), whose bytes follow later: the header says length, payload is b""."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if not _MQTT5 and version == _V5:
@@ -255,11 +258,11 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     if _MQTT5 and alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
     pl = len(payload)
-    n = _put_str(None, 0, topic) + pl + (qos and 2)  # (refuses a topic MQTT cannot carry)
+    n = _put_str(None, 0, topic) + (length or pl) + (qos and 2)  # (refuses a topic MQTT cannot carry)
     props5 = _MQTT5 and version == _V5 and (props or alias)  # MQTT 5 with properties (else an empty block)
     if _MQTT5 and version == _V5:
         n += v5().put_publish(None, 0, props, alias) if props5 else 1
-    pos = _put_str(buf, _header(buf, off, _PUBLISH << 4 | dup << 3 | qos << 1 | retain, n), topic)
+    pos = _put_str(buf, _header(buf, off, _PUBLISH << 4 | dup << 3 | qos << 1 | retain, n, length), topic)
     if qos:  # (written here, not by put(): this is every publish's path)
         buf[pos] = pid >> 8
         buf[pos + 1] = pid & 0xFF

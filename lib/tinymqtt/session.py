@@ -101,6 +101,8 @@ _ACK_BYTES = (_PUBACK << 4, _PUBREC << 4, _PUBREL << 4 | 2, _PUBCOMP << 4)
 #                  HELD --PUBLISH again: nothing (a resend); HELD --PUBREL: no row, a protocol error
 #   a PUBREL for an id we do not know gets its PUBCOMP all the same (MQTT 5: 0x92, packet identifier not found)
 #   a new session: every id back to NONE (the server has no flow of ours left)
+#   stream.py (chunks=True, a message larger than inbuf): the same rows, but the move and the ack are made after
+#   the last chunk was handled; a link lost before that leaves the id in NONE, so the resend is delivered again
 # A PUBLISH that reuses an id still in a flow without DUP set is a server reusing an id in flight (mosquitto 2.0
 # past 65535 unacked): handled as the resend it looks like, and counted (Session.reused).
 _IN_NONE = const(0)
@@ -137,7 +139,9 @@ _INBOUND = {
 _RETRY = const(1)
 _MQTT5 = const(1)
 _HANDLERS = const(1)
+_STREAM = const(1)  # const(0) in a board build without tinymqtt/stream.py, streamed messages (chunks=True)
 _GROW = const(1)  # const(0) in every board build: none has grow.py, CPython's growing buffers
+_BYTES = (bytes, bytearray, memoryview)  # a payload in RAM (else a streamed one: stream.Source)
 _ROOM = const(64)  # bytes `out` must have free before another packet is processed (acks and pings fit)
 _MAX_PACKET = const(268435460)  # the largest packet MQTT can express (a Remaining Length of 2**28 - 1)
 _FIRST_SIZE = const(4096)  # the buffers' size when the options leave it to the platform (docs/options.md)
@@ -162,12 +166,18 @@ class Session:
     _inbound = _INBOUND  # the inbound flows (app_acks.py's sessions: with HELD)
     # CPython with the default sizes: the limits the buffers grow to (grow.py; 0: fixed buffers, their size the limit)
     _in_max = _out_max = 0
-    _skip = 0  # bytes still to pass unread of a message too large for inbuf (_oversize)
+    _server_max = _MAX_PACKET  # the server's Maximum Packet Size (Session5's, from CONNACK)
+    _skip = 0  # bytes still to pass unread of a message too large for inbuf (_oversize), or to stream (stream.py)
+    max_stream_size = 0  # the largest payload a chunks=True subscription takes (0: any; MQTT 5 announces it)
+    if _STREAM:
+        _stream = None  # the chunks=True handler of the message being streamed (stream.py), or None
+        _chunked = False  # True once a subscription asked for chunks: stream.py's functions are loaded
+        _feed = None  # a streamed payload being written (stream.Source): it owns `out` until its last byte
 
     def __init__(self, client_id="", version=4, keepalive=60, clean=True, will=None, username=None,
                  password=None, receive_maximum=16, max_packet_size=0, max_inflight=16, out_size=0,
                  manual_ack=False, retry_ms=0, republish_lost=False, connect_timeout_ms=30000,
-                 on_event=None):
+                 on_event=None, max_stream_size=0):
         # (props, session_expiry, topic_alias_maximum, send_alias_maximum are Session5's: a 3.x session given one
         # raises TypeError; driver.new_session drops the topic_alias_maximum a full board's config.SESSION gives any
         # version. manual_ack: app_acks.py's class takes it before it comes here)
@@ -177,6 +187,12 @@ class Session:
                                            "app_acks.extended(Session or Session5); driver.new_session() builds "
                                            "both when this build has them (profile mqtt311 has neither, nor "
                                            "retry.py, the 3.x timer of retry_ms)")
+        if max_stream_size:  # the largest payload a chunks=True subscription takes (MQTT 5 announces it)
+            if not _STREAM or not isinstance(max_stream_size, int) or not 0 < max_stream_size < _MAX_PACKET - 4:
+                raise LocalProtocolError(0x82 if _STREAM else 0x84, "max_stream_size must be a payload size in bytes "
+                                         "below 268435456 (what MQTT's largest packet holds), not %r%s" % (max_stream_size,
+                                         "" if _STREAM else "; and this build has no streamed messages (stream.py)"))
+            self.max_stream_size = max_stream_size
         if _RETRY and retry_ms:  # the 3.x timer (files frozen or installed by mip without retry.py: ImportError)
             from tinymqtt.retry import resend_late  # (imported once: tick() runs with the heap locked)
             self._late = resend_late
@@ -241,6 +257,9 @@ class Session:
         self._now = self._last_sent = self._last_recv = self._ping_at = now  # (_ping_at: until CONNACK, when CONNECT
         # went; no PINGREQ is out before)
         self.inlen = self.outlen = 0
+        self._skip = 0  # (a message cut off with the last link comes again whole, or not at all)
+        if _STREAM:
+            self._stream = self._feed = None
         self.pinging = False
         self._clean_now = self.clean  # (Session5 sets clean to resume a session the server kept)
         self._send(Packet(_CONNECT, client_id=self.client_id, clean=self.clean, keepalive=self.keepalive,
@@ -250,6 +269,8 @@ class Session:
     def connection_lost(self):
         """The driver saw the transport close. In-flight state stays for the next connection."""
         self.state = _DISCONNECTED
+        if _STREAM:
+            self._feed = None  # (a QoS 1/2 message cut off is sent again, from its start, on the next connection)
         self.pinging = False
 
     def disconnect(self, reason=0, props=None):
@@ -288,11 +309,16 @@ class Session:
 
     # ------------------------------------------------------------ the application's requests
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, length=None):
         """Queues a message and sends it when the window allows. Returns its packet id (0 for QoS 0), or -1
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
-        slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py)."""
-        check_publish(self, topic, payload, qos, retain, props)
+        slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py). length: payload is
+        a source of that many bytes, read piece by piece as they are sent (stream.py, docs/streaming.md)."""
+        check_publish(self, topic, payload if length is None else b"", qos, retain, props)
+        k = 0  # a streamed payload's length: only its header must fit `out`
+        if length is not None:
+            payload = self._source(payload, length, qos)
+            k = length
         t = topic
         if isinstance(topic, str):  # encoded once, then looked up (the first 64 topics)
             t = self._topics.get(topic)
@@ -308,9 +334,12 @@ class Session:
                       min(self.out_size - self.outlen, self._most) if not qos and self.pump() else 0)
         if not n:
             return 0
-        check_size(self, n, "PUBLISH", "payload")
-        if _GROW and self._out_max and self.outlen + n > self.out_size:
-            self._fit(n)
+        check_size(self, n - k, "PUBLISH", "payload")
+        if _MQTT5 and k and n > self._server_max:  # (MQTT 5: the server's Maximum Packet Size)
+            raise LocalProtocolError(0x95, "payload: a %d-byte PUBLISH exceeds the server's Maximum Packet Size %d"
+                                     % (n, self._server_max))
+        if _GROW and self._out_max and self.outlen + n - k > self.out_size:
+            self._fit(n - k)
         f = self.flights
         i = f.add(t, payload, qos, retain, props)  # the flow table: QUEUED
         if i < 0:
@@ -323,6 +352,8 @@ class Session:
         packet ids, the window and `out` have room. True when connected and nothing waits any more."""
         if self.state != _CONNECTED:
             return
+        if _STREAM and self._feed and not self._feed.feed(self):
+            return  # a streamed payload still owns `out`: nothing may come between its bytes
         f = self.flights
         todo = self._resub_todo
         # One SUBSCRIBE a filter still subscribed (one unsubscribed meanwhile is skipped), with its options and
@@ -377,7 +408,10 @@ class Session:
                     a = 3
             n += k
         n += 1 + _vbi_len(n)  # the fixed header: its first byte and the Remaining Length
-        if n > room:
+        k = 0  # a streamed payload (stream.Source): only the header must fit now, its bytes follow as `out` empties
+        if _STREAM and not isinstance(pl, _BYTES):
+            k = len(pl)
+        if n - k > room:
             return n
         if a:
             a = self.aliases.lookup(t)
@@ -385,7 +419,11 @@ class Session:
                 t = b""
             else:  # a new alias: the topic and its alias
                 a = -a
-        self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
+        if k:
+            self.outlen += encode_publish(self.out, self.version, t, b"", q, retain, dup, pid, pr, a, self.outlen, k)
+            pl.begin(self, q)
+        else:
+            self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
         self._last_sent = self._now
         return 0
 
@@ -396,10 +434,13 @@ class Session:
             from tinymqtt.grow import grow_out
             grow_out(self, n)
 
-    def subscribe(self, topics, props=None, handler=None):
+    def subscribe(self, topics, props=None, handler=None, chunks=False):
         """topics: [(filter, options)] with options from sub_options() (3.x: a QoS). handler(message) gets
         the messages matching these filters (others go to on_event; a build without handlers.py refuses it, 0x84).
-        Returns the packet id (0 while offline: sent on connect)."""
+        chunks=True: handler(message, total, offset, chunk) gets each message in pieces, however large
+        (stream.py, docs/streaming.md). Returns the packet id (0 while offline: sent on connect)."""
+        if chunks is not False:
+            self._chunks(handler, chunks)
         if handler:
             if _HANDLERS:
                 try:
@@ -417,13 +458,46 @@ class Session:
         for f, o in topics:
             if _HANDLERS and handler:
                 self._forget((f,))
-                self._handlers.append((f, handler))
+                self._handlers.append((f, handler, 1) if chunks else (f, handler))
             self.subs[f] = (o, props)
             if offline:
                 self._resub_todo.append(f)
         if offline:
             return 0
         return self._request(_SUBSCRIBE, topics, props)
+
+    def _source(self, payload, length, qos):
+        # publish()'s streamed payload (stream.py), checked at the door
+        if _STREAM:
+            try:
+                from tinymqtt.stream import source
+                return source(self, payload, length, qos)
+            except ImportError:
+                pass
+        raise LocalProtocolError(0x84, "length: streamed payloads are stream.py's, which this build leaves out "
+                                       "(profile mqtt311)")
+
+    def _chunks(self, handler, chunks):
+        # subscribe()'s chunks argument, checked at the door; loads stream.py the first time
+        if chunks is not True:
+            raise LocalProtocolError(0x82, "chunks must be True (the handler takes each message in chunks) or False, "
+                                           "not %r" % (chunks,))
+        if not handler:
+            raise LocalProtocolError(0x82, "handler: chunks=True needs a handler(message, total, offset, chunk)")
+        if getattr(self, "manual_ack", 0):
+            raise LocalProtocolError(0x84, "chunks: not with manual_ack; a streamed message is acknowledged when its "
+                                           "handler has taken its last chunk, never by ack()")
+        if _STREAM:
+            try:
+                from tinymqtt.stream import start, chunk
+                self._start = start  # (functions, kept unbound: the receive path calls them with the session)
+                self._chunk = chunk
+                self._chunked = True
+                return
+            except ImportError:
+                pass
+        raise LocalProtocolError(0x84, "chunks: streamed messages are stream.py's, which this build leaves out "
+                                       "(profile mqtt311)")
 
     def unsubscribe(self, filters, props=None):
         n = check_subscribe(self, filters, props, _UNSUBSCRIBE)
@@ -476,11 +550,21 @@ class Session:
                 k = self._skip  # bytes still to pass of a message too large for inbuf (_oversize)
                 if k:
                     k = min(k, end - pos)
-                    self._skip -= k
+                    if _STREAM and self._stream:  # the next chunk of a streamed message (stream.py)
+                        self._chunk(self, pos, k)
+                    else:
+                        self._skip -= k
                     pos += k
                     continue
                 total = frame(buf, end - pos, _MAX_PACKET, pos)
                 if total > len(buf):
+                    if _STREAM and self._chunked and buf[pos] >> 4 == _PUBLISH and self.state == _CONNECTED:
+                        k = self._start(self, buf, pos, end, total)  # its header read: streamed from its payload
+                        if not k:
+                            break  # (the rest of its header is still to come)
+                        if k > 0:
+                            pos = k
+                            continue
                     if _GROW and total <= self._in_max:  # CPython: inbuf grows as the packet's bytes come (grow.py)
                         if end == len(buf) and not pos:
                             from tinymqtt.grow import grow_in
@@ -647,7 +731,7 @@ class Session:
         if row >> 4 != st:  # NONE -> RECEIVED: the id is in the table from before delivery
             self._rx_add(pid)
         self._deliver(p)
-        if q:
+        if q:  # (stream.py's end of a streamed message does the same)
             if self.out_size - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
                 self._owed = pid
             else:
@@ -661,9 +745,12 @@ class Session:
         # To the handlers whose filters match (handlers.py), else to on_event; True when a handler took it.
         if _HANDLERS:
             hit = False
-            for filt, handler in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list)
-                if self._matches(filt, p.topic):
-                    handler(p)
+            for h in self._handlers:  # (a handler that subscribes or unsubscribes leaves this list)
+                if self._matches(h[0], p.topic):
+                    if _STREAM and len(h) > 2:  # chunks=True (stream.py): a message that fits, in one chunk
+                        h[1](p, len(p.payload), 0, p.payload)
+                    else:
+                        h[1](p)
                     hit = True
             if hit:
                 return True

@@ -57,6 +57,7 @@ class Session5(Session):
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
         self._most = min(self._out_max or len(self.out), m)  # (Session's: the largest packet we may send)
+        self._server_max = m  # (a streamed payload is held to it alone: stream.py)
         # What the server supports (MQTT 5 section 3.2.2.3): publish() and subscribe() refuse the rest.
         self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
         self.maximum_qos = pr.get(_MAXIMUM_QOS, 2)
@@ -79,7 +80,10 @@ class Session5(Session):
             pr[_SESSION_EXPIRY_INTERVAL] = self.session_expiry
         if self.receive_maximum != 65535:
             pr[_RECEIVE_MAXIMUM] = self.receive_maximum
-        pr[_MAXIMUM_PACKET_SIZE] = self._in_max or len(self.inbuf)
+        # our Maximum Packet Size: the receive buffer's, or what chunks=True subscriptions take (max_stream_size,
+        # its header in the buffer)
+        pr[_MAXIMUM_PACKET_SIZE] = min(max(self._in_max or len(self.inbuf),
+                                           self.max_stream_size and self.max_stream_size + len(self.inbuf)), 268435460)
         if self.topic_alias_maximum:
             pr[_TOPIC_ALIAS_MAXIMUM] = self.topic_alias_maximum
         # The first connection starts as asked; later ones resume whatever session the server kept. (Session's

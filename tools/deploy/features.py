@@ -12,6 +12,7 @@ FLAGS = {
     "_APP_ACKS": "tinymqtt/app_acks.py",  # messages the application acknowledges itself
     "_RETRY": "tinymqtt/retry.py",  # the MQTT 3.x retry timer (retry_ms)
     "_HANDLERS": "tinymqtt/handlers.py",  # per-subscription handlers, subscribe(handler=...)
+    "_STREAM": "tinymqtt/stream.py",  # streamed messages, subscribe(chunks=True) and max_stream_size
     "_GROW": "tinymqtt/grow.py",  # CPython's growing buffers: never on a board
 }
 
