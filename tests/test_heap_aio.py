@@ -46,5 +46,7 @@ def test_asyncio_publish_nowait_allocates_nothing_and_the_rest_is_measured(broke
     # 0 / 496 / 832 on the 32-bit unix port)
     most = {"32-bit": (16, 560, 920), "64-bit": (0, 768, 1184), "32-bit unix": (0, 560, 920)}[label]
     assert all(res["q%d await publish" % q] <= most[q] for q in range(3)), res
+    record("MicroPython heap (%s): asyncio client idle for 1 s (B)" % label, "%.0f" % res["idle 1 s"])
     if board in ("unix", "unix32"):
         assert res["q0 await publish locked"], res  # nothing at all: heap_lock() proves it
+        assert res["idle 1 s"] == 0, res  # no polling: the tasks wait on the socket and the clock
