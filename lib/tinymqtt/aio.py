@@ -32,9 +32,7 @@ class _Parked:
     every wait, `await parked` none (it follows asyncio's own sleep_ms() generator). It sits in the task's data as
     asyncio's queues do, so cancelling the task takes it out (remove())."""
     task = None
-
-    def __init__(self):
-        self.stop = StopIteration()
+    stop = StopIteration()  # (raised again at every wake: one for every _Parked)
 
     def __iter__(self):
         return self
