@@ -1,6 +1,7 @@
 # The asyncio client, one code base for MicroPython's asyncio and CPython's: a thin driver over Session
 # (every protocol decision is made there) and a port's async stream. A reader task waits on the stream
-# (no polling), a ticker task keeps the link alive; both reconnect with backoff when the link is lost.
+# (no polling), a ticker task keeps the link alive; both reconnect with backoff when the link is lost. On
+# MicroPython a writer task sends the messages publish() left in `out`, a burst in one write.
 # What it holds: the session's buffers and in-flight slots (fixed at construction), and for messages() at
 # most Receive Maximum received messages, each acknowledged (QoS 1/2) only when the application takes it.
 import asyncio
@@ -171,9 +172,10 @@ class AsyncClient(Driver):
         was lost with a session the server no longer has; else returns None once the message is queued
         (publish_nowait() gives its packet id). On MicroPython a message that leaves `out` less than half full
         returns at once and goes out when this task next waits (the writer task writes the burst in one go);
-        else it is written now. No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable of
-        asyncio's (done, or its bare yield): await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
-        around it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
+        else it is written now (`await flush()` or disconnect() also write it now: before a deep sleep).
+        No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable of asyncio's (done, or its
+        bare yield): await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
+        it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
         awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection)."""
         if self._closed or (qos and wait and not self._tasks):
             check_publish(self.session, topic, payload, qos, retain, props)  # (an invalid argument says so first)
