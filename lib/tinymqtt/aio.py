@@ -1,6 +1,7 @@
 # The asyncio client, one code base for MicroPython's asyncio and CPython's: a thin driver over Session
 # (every protocol decision is made there) and a port's async stream. A reader task waits on the stream
-# (no polling), a ticker task keeps the link alive; both reconnect with backoff when the link is lost.
+# (no polling), a ticker task keeps the link alive; both reconnect with backoff when the link is lost. On
+# MicroPython a writer task sends the messages publish() left in `out`, a burst in one write.
 # What it holds: the session's buffers and in-flight slots (fixed at construction), and for messages() at
 # most Receive Maximum received messages, each acknowledged (QoS 1/2) only when the application takes it.
 import asyncio
@@ -18,10 +19,40 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 # What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
 # awaiting it allocates nothing and cannot fail. (CPython: None)
 _YIELD = getattr(asyncio, "SingletonGenerator", None)
+# An awaitable that is already done (a SingletonGenerator with no time set ends at its first step): what publish()
+# returns when it left the message in `out` for the writer task. (CPython: None, publish() writes every message)
+_DONE = _YIELD and _YIELD()
 _PUBLISH = const(3)  # the session's event for a received message (a packet type: tinymqtt.wire's NAMES)
 # What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
 _UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every slot was taken)
 _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
+
+
+class _Parked:
+    """MicroPython: where one task waits until wake(), as on an Event but reusable: Event.wait() makes an object
+    every wait, `await parked` none (it follows asyncio's own sleep_ms() generator). It sits in the task's data as
+    asyncio's queues do, so cancelling the task takes it out (remove())."""
+    task = None
+    stop = StopIteration()  # (raised again at every wake: one for every _Parked)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.task is None:  # the first step parks the task: no queue of asyncio's holds it until wake()
+            t = self.task = asyncio.current_task()
+            t.data = self
+            return None
+        self.task = None  # the second, after wake(), ends the await
+        self.stop.__traceback__ = None
+        raise self.stop
+
+    def wake(self):
+        if self.task is not None and self.task.data is self:
+            asyncio.core._task_queue.push(self.task)  # (clears task.data: the next step ends the await)
+
+    def remove(self, task):  # (asyncio, cancelling the task)
+        self.task = None
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
@@ -52,6 +83,9 @@ class AsyncClient(Driver):
         # every session event, every end of a link, and when a full inbox frees a place; each waiter then checks
         # its own condition again (docs/size.md: why not an Event per flow).
         self._changed = asyncio.Event()
+        # Where the writer task waits for publish() to leave a message in `out` (MicroPython): it writes it, with
+        # every message queued behind it, once the publishing task waits: a burst leaves in few large writes.
+        self._queued = _DONE and _Parked()
 
     _closed = False
     _tasks = ()  # the reader and the ticker, once connect() started them
@@ -64,6 +98,8 @@ class AsyncClient(Driver):
         await self._open()
         if self.transport:  # (else e.g. TLS 1.3: a refused client certificate shows at the first write)
             self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._ticker()))
+            if self._queued:
+                self._tasks += (asyncio.create_task(self._writer()),)
             try:
                 await asyncio.wait_for(self._result(_UNTIL_CONNACK, 0), timeout)
             except asyncio.TimeoutError:  # (an end of the link: on_disconnect hears it, as from the blocking client)
@@ -134,19 +170,28 @@ class AsyncClient(Driver):
     def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
         (0, or 0x10 no matching subscribers), and raises NotDelivered when the server refused the message or it
-        was lost with a session the server no longer has; else returns None once the message is written
-        (publish_nowait() gives its packet id). No coroutine of its own: QoS 0 allocates nothing, as it returns flush()'s awaitable, which on MicroPython is mostly asyncio's bare
-        yield, no coroutine: await it directly (asyncio.create_task() and wait_for() want a coroutine of yours
-        around it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
+        was lost with a session the server no longer has; else returns None once the message is queued
+        (publish_nowait() gives its packet id). On MicroPython a message that leaves `out` less than half full
+        returns at once and goes out when this task next waits (the writer task writes the burst in one go);
+        else it is written now (`await flush()` or disconnect() also write it now: before a deep sleep).
+        No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable of asyncio's (done, or its
+        bare yield): await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
+        it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
         awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection)."""
         if self._closed or (qos and wait and not self._tasks):
             check_publish(self.session, topic, payload, qos, retain, props)  # (an invalid argument says so first)
             raise ConnectionLost(0x80, "not connected: %s" % ("the client was closed (disconnect() or close())"
                                                               if self._closed else "call connect() first"))
-        pid = self.session.publish(topic, payload, qos, retain, props)
+        s = self.session
+        pid = s.publish(topic, payload, qos, retain, props)
         if pid < 0:  # every in-flight slot is taken
             return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
-        return self.flush(pid if qos and wait else 0)
+        if qos and wait:
+            return self.flush(pid)
+        if _DONE and self._tasks and s.outlen * 2 < s.out_size:  # room for more: the writer task sends it
+            self._queued.wake()
+            return _DONE
+        return self.flush()
 
     async def subscribe(self, topic, qos=0, handler=None, props=None, chunks=False):
         """topic: a filter or a list of (filter, options). Returns the SUBACK reason codes (None offline).
@@ -289,6 +334,15 @@ class AsyncClient(Driver):
                     self._end(e)
                     raise
             await _sleep_ms(max(10, min(wait, 1000)))
+
+    async def _writer(self):
+        # Writes what publish() left in `out`, at the event loop's next turn (on MicroPython only: see _DONE).
+        s = self.session
+        while not self._closed:
+            if s.outlen and self.transport:
+                await self.flush()  # (a link error closes the link: the reader task reconnects)
+            else:
+                await self._queued  # (no await since the check: a message queued meanwhile wakes it)
 
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy

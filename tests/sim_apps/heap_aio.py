@@ -5,6 +5,7 @@
 # together). Figures are
 # gc.mem_alloc() deltas per message with automatic collection off; they include the reader task's awaited
 # read and the stream's drain (on the simulated board its bridge to Node adds its own, see heap.py).
+# Then one second idle (keepalive 60 s).
 # Prints RESULT {"q1 await publish": bytes, "q1 publish_nowait locked": true, ...}.
 import asyncio
 import gc
@@ -83,6 +84,10 @@ async def main():
         fig["q%d publish_nowait + async for" % q] = stop(a, N)
         while flights.count:
             await asyncio.sleep_ms(1)
+    await asyncio.sleep_ms(300)  # the last QoS 2 flow's PUBREL and PUBCOMP pass
+    a = start()  # idle: the reader waits on the socket, the ticker sleeps, no keep-alive falls due
+    await asyncio.sleep_ms(1000)
+    fig["idle 1 s"] = stop(a, 1)
     fig["connected"] = c.is_connected()
     await c.disconnect()
     print("RESULT", json.dumps(fig))
