@@ -114,3 +114,10 @@ if __name__ == "__main__":
     for version in (4, 5):
         for name, lines in scenarios(version).items():
             print("<!-- trace %s %d -->\n```text\n%s\n```\n" % (name, version, "\n".join(lines)))
+
+
+def test_the_documented_call_count_is_the_trace_s():
+    with open(DOC, encoding="utf-8") as f:
+        text = f.read()
+    doc = documented()
+    assert "MQTT 3.1.1 runs %d calls" % len(doc[("publish", 4)]) in text
