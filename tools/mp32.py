@@ -208,6 +208,11 @@ def _build_frozen(profile, exe, log):
     # the link are left to do, as in every later build with another manifest.
     if not os.path.isdir(os.path.join(unix, "build-m32-frozen")):
         shutil.copytree(os.path.join(unix, "build-m32"), os.path.join(unix, "build-m32-frozen"), symlinks=True)
+    # make decides from the frozen content's file whether to link again: a manifest whose output equals what that
+    # file last held (another checkout's build of this profile) would leave the last profile's binary in place
+    for stale in ("frozen_content.c", "micropython"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(unix, "build-m32-frozen", stale))
     _make(["-C", unix, "BUILD=build-m32-frozen", "FROZEN_MANIFEST=" + manifest] + list(FLAGS),
           os.path.join(d, "build.log"), log)
     shutil.copy(os.path.join(unix, "build-m32-frozen", "micropython"), exe + ".tmp")
