@@ -731,11 +731,15 @@ class Session:
         if row >> 4 != st:  # NONE -> RECEIVED: the id is in the table from before delivery
             self._rx_add(pid)
         self._deliver(p)
-        if q:  # (stream.py's end of a streamed message does the same)
-            if self.out_size - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
-                self._owed = pid
-            else:
-                self._pay(pid)
+        if q:
+            self._acknowledge(pid)
+
+    def _acknowledge(self, pid):
+        # A delivered QoS 1/2 message (stream.py's too, after its last chunk): its ack now, or once `out` has room
+        if self.out_size - self.outlen < 5:  # a handler filled `out`: received() asks for a write first
+            self._owed = pid
+        else:
+            self._pay(pid)
 
     def _pay(self, pid):
         # The ack of a delivered message, now or once `out` has room: PUBREC while its QoS 2 flow is open.

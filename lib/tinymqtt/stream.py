@@ -110,11 +110,8 @@ def chunk(s, pos, k):
             s._held[pid] = s._msg.qos
         elif row >> 4 == _IN_RECEIVED and s._in_state(pid) != _IN_RECEIVED:  # QoS 2: NONE -> RECEIVED
             s._rx_add(pid)
-        if s._msg.qos:  # (as Session._on_publish: the loop left room in `out`, unless the handler filled it)
-            if s.out_size - s.outlen < 5:
-                s._owed = pid
-            else:
-                s._pay(pid)
+        if s._msg.qos:
+            s._acknowledge(pid)
 
 
 # ---------------------------------------------------------------- streamed publish
