@@ -4,6 +4,10 @@
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
 #   python -m tools.size --functions lib/tinymqtt/session.py   bytes per function: what emptying each one saves
 #   python -m tools.size --transforms   what each of deploy's transforms is worth: the total without it, minus with it
+#   python -m tools.size --features     what each optional module costs a profile: its own .mpy and its hooks in the
+#                                       others (tools/deploy/features.py), measured by building without it
+#   python -m tools.size --heap         the 32-bit heap of a connected client (the footprint bench's three rows:
+#                                       32-bit unix port with real sockets, and the WebAssembly build), nothing else
 import argparse
 import ast
 import json
@@ -76,6 +80,58 @@ def transform_sizes(board_name="esp32", profiles=None, transforms=None):
     return out
 
 
+def feature_sizes(board_name="esp32", profile="full"):
+    """{flag: (modules left out, bytes)}: for each optional module of tools/deploy/features.FLAGS in the profile,
+    the .mpy bytes the profile loses when deploy builds it without that module: the module itself (its share of
+    the bundle, if bundled) and its hooks in the other files (`_FLAG = const(1)` compiled out). MQTT 5's
+    session5.py and aliases.py go with props.py (they travel together)."""
+    import dataclasses
+    from tools.deploy.features import FLAGS
+    from tools.deploy import library_files
+    board = boards_mod.get(board_name, profile=profile)
+    together = {"tinymqtt/props.py": ("tinymqtt/session5.py", "tinymqtt/aliases.py")}
+
+    def total(b):
+        with tempfile.TemporaryDirectory(prefix="tinymqtt-size-") as tmp:
+            return {dest[4:-4] + ".py": len(data) for dest, data, _ in library_files(b, tmp)}
+    base, out = total(board), {}
+    for flag, module in FLAGS.items():
+        if module not in board.lib:
+            continue
+        gone = (module,) + together.get(module, ())
+        b = dataclasses.replace(board, lib=[m for m in board.lib if m not in gone],
+                                bundle=[m for m in board.bundle if m not in gone])
+        without = total(b)
+        out[flag] = (" ".join(m[9:] for m in gone), sum(base.values()) - sum(without.values()))
+    return out
+
+
+def heap32(profiles=None, log=print):
+    """[(label, profile, version, unix32, wasm)]: the 32-bit heap of a connected client, the footprint bench's
+    rows (tools/bench/footprint.py ROWS: blocking on mqtt311 at 3.1.1, blocking and asyncio on full at MQTT 5), each
+    {"import": B, "connected": B} or None: on the 32-bit unix port against a real mosquitto, and on the WebAssembly
+    build through its scripted link (the least of footprint.WASM_RUNS runs)."""
+    from tools.bench import footprint as fp
+    from tools.bench.broker import BenchBroker
+    from tools import deploy
+    u32, rows = fp.port32(log), []
+    broker = BenchBroker().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="tinymqtt-size-heap-") as tmp:
+            for label, profile, app, version in fp.ROWS:
+                if "3.1.1" in label or (profiles and profile not in profiles):
+                    continue
+                dest = fp.tree(os.path.join(tmp, "%s-%s-%d" % (profile, app[:-3], version)), profile, app, version,
+                               broker.host, broker.port)
+                opts = deploy.session_for(boards_mod.get("esp32", profile=profile))
+                u = fp.run_unix(dest, 512 * 1024, exe=u32) if u32 else None
+                w = fp.run_wasm(fp.tree32(dest, app, version, opts), app, version, opts, fp.WASM_RUNS)
+                rows.append((label, profile, version, u, w))
+    finally:
+        broker.close()
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tools.size", description=__doc__)
     ap.add_argument("--board", default="esp32")
@@ -83,7 +139,24 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print {profile: {module: bytes}}")
     ap.add_argument("--functions", metavar="FILE", help="bytes per function of one library module")
     ap.add_argument("--transforms", action="store_true", help="bytes each of deploy's transforms saves per profile")
+    ap.add_argument("--features", action="store_true", help="bytes each optional module costs per profile")
+    ap.add_argument("--heap", action="store_true", help="32-bit heap of a connected client (unix port, WebAssembly)")
     a = ap.parse_args(argv)
+    if a.heap:
+        kb = lambda r, k: "-" if not r else "%.1f" % (r[k] / 1024)  # noqa: E731
+        print("32-bit heap (KB)                       unix32 import  connected   wasm import  connected")
+        for label, profile, version, u, w in heap32(a.profile):
+            print("%-38s %13s %10s %13s %10s" % ("%s, %s, v%d" % (label, profile, version), kb(u, "import"),
+                                                  kb(u, "connected"), kb(w, "import"), kb(w, "connected")))
+        return 0
+    if a.features:
+        for p in a.profile or list(boards_mod.profiles()):
+            rows = feature_sizes(a.board, p)
+            print("%s, profile %s: .mpy bytes saved by building it without each optional module (the module, "
+                  "its hooks in the others)" % (a.board, p))
+            for flag, (gone, n) in rows.items():
+                print("  %-12s %6d  %s" % (flag, n, gone))
+        return 0
     if a.transforms:
         rows = transform_sizes(a.board, a.profile)
         names = list(rows["all"])
