@@ -6,6 +6,7 @@
 #   python -m tools.size --transforms   what each of deploy's transforms is worth: the total without it, minus with it
 #   python -m tools.size --features     what each optional module costs a profile: its own .mpy and its hooks in the
 #                                       others (tools/deploy/features.py), measured by building without it
+#   python -m tools.size --without bundle ...   any of these with one of deploy's transforms off
 #   python -m tools.size --heap         the 32-bit heap of a connected client (the footprint bench's three rows:
 #                                       32-bit unix port with real sockets, and the WebAssembly build), nothing else
 import argparse
@@ -141,7 +142,12 @@ def main(argv=None):
     ap.add_argument("--transforms", action="store_true", help="bytes each of deploy's transforms saves per profile")
     ap.add_argument("--features", action="store_true", help="bytes each optional module costs per profile")
     ap.add_argument("--heap", action="store_true", help="32-bit heap of a connected client (unix port, WebAssembly)")
+    ap.add_argument("--without", action="append", default=[], metavar="TRANSFORM",
+                    help="build without one of deploy's transforms (%s), e.g. --heap --without bundle" %
+                    ", ".join(__import__("tools.deploy").deploy.TRANSFORMS))
     a = ap.parse_args(argv)
+    import tools.deploy as deploy
+    deploy.WITHOUT.update(a.without)
     if a.heap:
         kb = lambda r, k: "-" if not r else "%.1f" % (r[k] / 1024)  # noqa: E731
         print("32-bit heap (KB)                       unix32 import  connected   wasm import  connected")
@@ -188,7 +194,7 @@ def main(argv=None):
     print("%-26s" % "total" + "".join("%10d" % sum(table[p].values()) for p in names))
     for p in names:
         b = boards_mod.get(a.board, profile=p)
-        if b.bundle:
+        if b.bundle and "bundle" not in deploy.WITHOUT:
             print("%s: tinymqtt/__init__.py is the bundle of %s" % (p, " ".join(m[9:-3] for m in b.bundle)))
     return 0
 
