@@ -2,7 +2,8 @@
 # them (the board's mpy-cross flags, short error text where the board asks, the profile's bundle as the one
 # file tinymqtt/__init__.py it is), and prints bytes per file and the total.
 #   python -m tools.size [--board esp32] [--profile NAME ...] [--json]
-#   python -m tools.size --functions lib/tinymqtt/session.py   bytes per function: what emptying each one saves
+#   python -m tools.size --functions lib/tinymqtt/session.py [--profile mqtt311]   bytes per function: what
+#                                       emptying each one saves (the profile's flags)
 #   python -m tools.size --transforms   what each of deploy's transforms is worth: the total without it, minus with it
 #   python -m tools.size --features     what each optional module costs a profile: its own .mpy and its hooks in the
 #                                       others (tools/deploy/features.py), measured by building without it
@@ -35,13 +36,14 @@ def bundled(board_name="esp32", profile="full"):
     return list(boards_mod.get(board_name, profile=profile).bundle)
 
 
-def function_sizes(path, board_name="esp32"):
+def function_sizes(path, board_name="esp32", profile="full"):
     """(module bytes, [(bytes, "name:line")]): what the module's .mpy (as deploy compiles it for the board) loses
     when each function's body becomes `pass`, largest first. What stays (a function's name, prelude and the
     function object it becomes at run time) is the price of having the function at all. The module is compiled
-    on its own (bundled or not): the bytes per function are the same inside a bundle."""
+    on its own (bundled or not): the bytes per function are the same inside a bundle. profile: whose file set
+    sets the feature flags (mqtt311: MQTT 5's, the handlers' and the stream's hooks compiled out)."""
     from tools.deploy import library_mpy
-    board = boards_mod.get(board_name)
+    board = boards_mod.get(board_name, profile=profile)
     name = "tinymqtt/" + os.path.basename(path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -173,8 +175,9 @@ def main(argv=None):
                 print("%-26s" % ("without %s" % t) + "".join("%+10d" % row[p] for p in names))
         return 0
     if a.functions:
-        base, rows = function_sizes(a.functions, a.board)
-        print("%s: %d bytes of .mpy (%s)" % (a.functions, base, a.board))
+        p = (a.profile or ["full"])[0]
+        base, rows = function_sizes(a.functions, a.board, p)
+        print("%s: %d bytes of .mpy (%s, profile %s)" % (a.functions, base, a.board, p))
         for n, where in rows:
             print("%6d  %s" % (n, where))
         return 0
