@@ -10,6 +10,7 @@
 #   python -m tools.size --without bundle ...   any of these with one of deploy's transforms off
 #   python -m tools.size --heap         the 32-bit heap of a connected client (the footprint bench's three rows:
 #                                       32-bit unix port with real sockets, and the WebAssembly build), nothing else
+#   python -m tools.size --history 81aa425 HEAD   both, .mpy and --heap, of each commit built with its own tools
 import argparse
 import ast
 import json
@@ -109,6 +110,13 @@ def feature_sizes(board_name="esp32", profile="full"):
     return out
 
 
+def _rows():
+    """The footprint bench's rows heap32() measures: its first three (a 3.1.1 application on full is its own
+    question)."""
+    from tools.bench import footprint as fp
+    return fp.ROWS[:3]
+
+
 def heap32(profiles=None, log=print):
     """[(label, profile, version, unix32, wasm)]: the 32-bit heap of a connected client, the footprint bench's
     rows (tools/bench/footprint.py ROWS: blocking on mqtt311 at 3.1.1, blocking and asyncio on full at MQTT 5), each
@@ -121,8 +129,8 @@ def heap32(profiles=None, log=print):
     broker = BenchBroker().start()
     try:
         with tempfile.TemporaryDirectory(prefix="tinymqtt-size-heap-") as tmp:
-            for label, profile, app, version in fp.ROWS:
-                if "3.1.1" in label or (profiles and profile not in profiles):
+            for label, profile, app, version in _rows():
+                if profiles and profile not in profiles:
                     continue
                 dest = fp.tree(os.path.join(tmp, "%s-%s-%d" % (profile, app[:-3], version)), profile, app, version,
                                broker.host, broker.port)
@@ -133,6 +141,52 @@ def heap32(profiles=None, log=print):
     finally:
         broker.close()
     return rows
+
+
+# Run with an older commit's checkout first on sys.path (its deploy, boards.toml and footprint code: each
+# commit measured as it built itself), by history(): .mpy per profile and the 32-bit heap rows of heap32().
+_HISTORY = r'''
+import json, os, sys, tempfile
+from tools import boards as boards_mod, deploy, size
+from tools.bench import footprint as fp
+from tools.bench.broker import BenchBroker
+fp.micropython = lambda: sys.argv[1]  # the 32-bit unix port (older footprint.py has no exe= parameter)
+out = {"mpy": {p: sum(size.profile_sizes("esp32", p).values()) for p in ("mqtt311", "full")}, "heap": []}
+broker = BenchBroker().start()
+try:
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, profile, app, version in fp.ROWS[:3]:
+            dest = fp.tree(os.path.join(tmp, profile + app), profile, app, version, broker.host, broker.port)
+            opts = deploy.session_for(boards_mod.get("esp32", profile=profile))
+            w = fp.run_wasm(fp.tree32(dest, app, version, opts), app, version, opts, fp.WASM_RUNS)
+            out["heap"].append([label, profile, version, fp.run_unix(dest, 512 * 1024), w])
+finally:
+    broker.close()
+print("HISTORY " + json.dumps(out))
+'''
+
+
+def history(revs, log=print):
+    """{rev: {"mpy": {profile: bytes}, "heap": heap32()'s rows}} of each commit, measured in a temporary git
+    worktree of it with its own tools (from 81aa425 on: tools.size and the footprint bench's functions)."""
+    import subprocess
+    from tools.bench import footprint as fp
+    u32, out = fp.port32(log), {}
+    for rev in revs:
+        with tempfile.TemporaryDirectory(prefix="tinymqtt-size-history-") as tmp:
+            tree = os.path.join(tmp, "tree")
+            subprocess.run(["git", "-C", REPO, "worktree", "add", "-q", "--detach", tree, rev], check=True)
+            try:
+                os.symlink(os.path.join(REPO, "node_modules"), os.path.join(tree, "node_modules"))
+                p = subprocess.run([sys.executable, "-c", _HISTORY, u32 or "micropython"], cwd=tree, text=True,
+                                   capture_output=True, env=dict(os.environ, PYTHONPATH=tree), timeout=900)
+                line = [x for x in p.stdout.splitlines() if x.startswith("HISTORY ")]
+                out[rev] = json.loads(line[-1][8:]) if line else None
+                if not line:
+                    log("size: %s failed: %s" % (rev, (p.stderr or p.stdout)[-600:]))
+            finally:
+                subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", tree], check=False)
+    return out
 
 
 def main(argv=None):
@@ -147,11 +201,19 @@ def main(argv=None):
     ap.add_argument("--without", action="append", default=[], metavar="TRANSFORM",
                     help="build without one of deploy's transforms (%s), e.g. --heap --without bundle" %
                     ", ".join(__import__("tools.deploy").deploy.TRANSFORMS))
+    ap.add_argument("--history", nargs="+", metavar="REV", help=".mpy and --heap of each commit, with its own tools")
     a = ap.parse_args(argv)
     import tools.deploy as deploy
     deploy.WITHOUT.update(a.without)
+    kb = lambda r, k: "-" if not r else "%.1f" % (r[k] / 1024)  # noqa: E731
+    if a.history:
+        print("%-10s %8s %8s   32-bit heap connected (KB), unix32 / wasm: %s" % (
+            "commit", "mqtt311", "full", ", ".join("%s %s v%d" % (r[0][9:], r[1], r[3]) for r in _rows())))
+        for rev, r in history(a.history).items():
+            print("%-10s %8s %8s   %s" % (rev, r and r["mpy"]["mqtt311"], r and r["mpy"]["full"], "   ".join(
+                "%s / %s" % (kb(u, "connected"), kb(w, "connected")) for _, _, _, u, w in (r or {}).get("heap", []))))
+        return 0
     if a.heap:
-        kb = lambda r, k: "-" if not r else "%.1f" % (r[k] / 1024)  # noqa: E731
         print("32-bit heap (KB)                       unix32 import  connected   wasm import  connected")
         for label, profile, version, u, w in heap32(a.profile):
             print("%-38s %13s %10s %13s %10s" % ("%s, %s, v%d" % (label, profile, version), kb(u, "import"),
