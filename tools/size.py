@@ -189,6 +189,20 @@ def history(revs, log=print):
     return out
 
 
+# The part of tools/deploy that rewrites the library's source (issue 30: at most 400 lines); the rest of
+# tools/deploy builds, copies and talks to the device.
+REWRITING = ("shorten.py", "short_names.py", "features.py", "bundle.py")
+
+
+def rewriting_lines():
+    """{file: lines} of tools/deploy's rewriting part (REWRITING), as `wc -l` counts them."""
+    out = {}
+    for name in REWRITING:
+        with open(os.path.join(REPO, "tools", "deploy", name), encoding="utf-8") as f:
+            out[name] = f.read().count("\n")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tools.size", description=__doc__)
     ap.add_argument("--board", default="esp32")
@@ -235,6 +249,9 @@ def main(argv=None):
         for t, row in rows.items():
             if t != "all":
                 print("%-26s" % ("without %s" % t) + "".join("%+10d" % row[p] for p in names))
+        lines = rewriting_lines()
+        print("lines of the rewriting part: %d (%s)" % (sum(lines.values()), ", ".join(
+            "%s %d" % kv for kv in lines.items())))
         return 0
     if a.functions:
         p = (a.profile or ["full"])[0]
