@@ -177,7 +177,10 @@ def history(revs, log=print):
             tree = os.path.join(tmp, "tree")
             subprocess.run(["git", "-C", REPO, "worktree", "add", "-q", "--detach", tree, rev], check=True)
             try:
-                os.symlink(os.path.join(REPO, "node_modules"), os.path.join(tree, "node_modules"))
+                link = os.path.join(tree, "node_modules")
+                if os.path.lexists(link):  # (a commit or two tracked a symlink there by mistake)
+                    os.remove(link)
+                os.symlink(os.path.join(REPO, "node_modules"), link)
                 p = subprocess.run([sys.executable, "-c", _HISTORY, u32 or "micropython"], cwd=tree, text=True,
                                    capture_output=True, env=dict(os.environ, PYTHONPATH=tree), timeout=900)
                 line = [x for x in p.stdout.splitlines() if x.startswith("HISTORY ")]
