@@ -243,6 +243,8 @@ def main(argv=None):
                   "its hooks in the others)" % (a.board, p))
             for flag, (gone, n) in rows.items():
                 print("  %-12s %6d  %s" % (flag, n, gone))
+            if not rows:
+                print("  (none: its file set has no optional module, every flag is const(0) there)")
         return 0
     if a.transforms:
         rows = transform_sizes(a.board, a.profile)
