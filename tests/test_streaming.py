@@ -27,11 +27,13 @@ def pair(broker, name, v, **opts):
 class Collector:
     def __init__(self):
         self.parts, self.done, self.sizes = {}, [], []
+        self.starts = 0  # chunks at offset 0: a message begun (again, after a cut)
 
     def __call__(self, msg, total, offset, chunk):
         assert isinstance(chunk, memoryview) and offset + len(chunk) <= total
         if offset == 0:  # the first chunk of a message (a cut one comes again from 0)
             self.parts[msg.topic] = bytearray()
+            self.starts += 1
         buf = self.parts[msg.topic]
         assert len(buf) == offset
         buf += chunk
@@ -448,3 +450,79 @@ def test_a_source_shorter_than_its_length_ends_the_connection(broker):
     with pytest.raises(ConnectionLost, match="short of its length"):  # it ends in the first fill: raised at the call
         c.publish("st/short", Reads(b"x" * 500), 0, length=900)
     assert not c.transport and "short of its length" in str(c.last_error)
+
+
+# ---------------------------------------------------------------- QoS 2 cut mid-transfer: whole, exactly once
+
+def _resume_opts(v):
+    return dict(clean=False, backoff_min_ms=10, **({"session_expiry": 60} if v == 5 else {}))
+
+
+def _cut_name(cut):
+    return repr(cut).strip("<>").replace(" ", "-").replace("#", "")
+
+
+def _cuts_down():
+    from tests.support.faultproxy import DOWN, PUBLISH, PUBREC, PUBREL, UP, Cut
+    return [Cut(DOWN, mid=PUBLISH),  # the message coming down is cut: it comes again, from offset 0
+            Cut(UP, mid=PUBREC),  # its PUBREC is lost: the server sends it again (DUP), never delivered twice
+            Cut(DOWN, before=PUBREL)]  # PUBREC arrived, PUBREL is lost: it comes after the resume, no delivery
+
+
+def _cuts_up():
+    from tests.support.faultproxy import DOWN, PUBLISH, PUBREC, PUBREL, UP, Cut
+    return [Cut(UP, mid=PUBLISH),  # the payload going up is cut: read again from the source's start
+            Cut(DOWN, before=PUBREC),  # the server has it whole, its PUBREC is lost: sent again (DUP), once
+            Cut(UP, before=PUBREL)]  # PUBREC arrived, our PUBREL is lost: PUBREL again, the source not read
+
+
+@pytest.mark.parametrize("v", [4, 5])
+@pytest.mark.parametrize("cut", _cuts_down(), ids=_cut_name)
+def test_a_streamed_qos2_message_cut_while_it_arrives_is_delivered_whole_once(broker, v, cut):
+    from tests.support.faultproxy import FaultProxy, Plan, PUBLISH
+    name = "q2r-%d-%s" % (v, _cut_name(cut))
+    data = os.urandom(150_000)
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(cut) if number == 1 else None
+        rx = Client(px.host, px.port, client_id="st-" + name, version=v, max_stream_size=1 << 20,
+                    **dict(SMALL, **_resume_opts(v)))
+        rx.connect()
+        got = Collector()
+        rx.subscribe("st/" + name, 2, handler=got, chunks=True)
+        tx = Client(broker.host, broker.port, client_id="st-tx-" + name, version=v)
+        tx.connect()
+        assert tx.wait_for(tx.publish("st/" + name, data, 2), 10)  # the server has it (PUBCOMP)
+        assert wait(rx, lambda: got.done and not rx.session._rx_pid and len(px.cuts) == 1)
+        rx.loop(0.3)
+        assert len(px.cuts) == 1 and px.accepted == 2, (px.cuts, px.accepted)  # cut once, resumed once
+        assert got.done == [("st/" + name, 2, data)]  # whole, exactly once
+        assert got.starts == (2 if cut.mid == PUBLISH else 1)  # begun again from offset 0 only when cut inside it
+        rx.disconnect()
+        tx.disconnect()
+
+
+@pytest.mark.parametrize("v", [4, 5])
+@pytest.mark.parametrize("cut", _cuts_up(), ids=_cut_name)
+def test_a_streamed_qos2_publish_cut_midway_is_delivered_whole_once(broker, v, cut):
+    from tests.support.faultproxy import FaultProxy, Plan, PUBREL
+    name = "q2p-%d-%s" % (v, _cut_name(cut))
+    rx = Client(broker.host, broker.port, client_id="st-rx-" + name, version=v, max_stream_size=1 << 20, **SMALL)
+    rx.connect()
+    got = Collector()
+    rx.subscribe("st/" + name, 2, handler=got, chunks=True)
+    data = os.urandom(150_000)
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(cut) if number == 1 else None
+        tx = Client(px.host, px.port, client_id="st-" + name, version=v, **dict(SMALL, **_resume_opts(v)))
+        tx.connect()
+        src = Reads(data)
+        assert tx.wait_for(tx.publish("st/" + name, src, 2, length=len(data)), 10)
+        assert len(px.cuts) == 1 and px.accepted == 2, (px.cuts, px.accepted)
+        # the source is read from its start each time the PUBLISH goes out: again after the resume unless the
+        # server's PUBREC had come (then only PUBREL is sent again)
+        assert src.seeks == (1 if cut.before == PUBREL else 2), src.seeks
+        tx.disconnect()
+    assert wait(rx, lambda: got.done)
+    rx.loop(0.3)
+    assert got.done == [("st/" + name, 2, data)] and got.starts == 1  # whole, exactly once
+    rx.disconnect()
