@@ -12,9 +12,11 @@
 #      it (publish from a file with length=, to its PUBACK) through mosquitto, beside a raw MicroPython socket
 #      moving the same bytes straight to and from this process in the same run (tools/bench/stream_app.py).
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,6 +25,7 @@ for _d in (_REPO, os.path.join(_REPO, "lib"), os.path.join(_REPO, "ports", "linu
         sys.path.insert(0, _d)
 
 import tools.sim  # noqa: E402
+from tools import deploy  # noqa: E402
 from tests.support.broker import Mosquitto  # noqa: E402
 from tinymqtt.client import Client  # noqa: E402
 
@@ -76,21 +79,37 @@ def raw_peers(n, rounds):
     return ports
 
 
-def attempt(app, board, heap, env, timeout=120):
-    """The app's one RESULT, or None when it did not run to its end (a MemoryError, a timeout)."""
+def attempt(app, board, heap, env, timeout=120, out=None):
+    """The app's one RESULT, or None when it did not run to its end (a MemoryError, a timeout). The library is
+    on the board as portable .mpy, as tools/deploy installs it (compiled from source on the board, the compiler's
+    own heap would set the smallest heap, not the receive)."""
+    root = tempfile.mkdtemp(prefix="tinymqtt-stream-")
     try:
-        p = tools.sim.run_app(app, env=env, board=board, heap=heap, timeout=timeout)
+        tools.sim.assemble(app, root, board, env)
+        for d in (os.path.join(root, "lib"), os.path.join(root, "lib", "tinymqtt")):
+            for name in os.listdir(d):
+                if name.endswith(".py"):
+                    path = os.path.join(d, name)
+                    with open(path[:-3] + ".mpy", "wb") as f:
+                        f.write(deploy.compile_mpy(path, os.path.relpath(path, os.path.join(root, "lib")), [], root))
+                    os.remove(path)
+        argv, penv = tools.sim.command(root, board, heap)
+        p = subprocess.run(argv, cwd=root, env=penv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if out is not None:
+        out.append(p)
     res = tools.sim.results(p.stdout)
     return res[0] if p.returncode == 0 and len(res) == 1 else None
 
 
 def run(app, board, heap, env):
-    r = attempt(app, board, heap, env, timeout=300)
+    out = []
+    r = attempt(app, board, heap, env, timeout=300, out=out)
     if r is None:
-        p = tools.sim.run_app(app, env=env, board=board, heap=heap, timeout=300)
-        raise RuntimeError("%s on %s failed:\n%s\n%s" % (app, board, p.stdout[-2000:], p.stderr[-2000:]))
+        raise RuntimeError("%s on %s failed:\n%s" % (app, board, out and out[0].stdout[-2000:] + out[0].stderr[-2000:]))
     return r
 
 
@@ -199,8 +218,9 @@ def _size(n):
     return "%d MB" % (n >> 20) if n >= 1 << 20 else "%d KB" % (n >> 10)
 
 
-NOTE = ("Most heap in use: the largest `gc.mem_alloc()` seen at any chunk (garbage included) after a collection "
-        "before the receive; the library is compiled from source on the board, which is most of the heap. The "
+NOTE = ("The library is on the board as portable `.mpy`, as `tools/deploy` installs it (its bytecode is loaded into "
+        "the heap: most of the connected figure). Most heap in use: the largest `gc.mem_alloc()` seen at any chunk "
+        "(garbage included) after a collection before the receive. The "
         "smallest heap: each image alone, by bisection to 1 KB (near the edge success is uneven by a KB or two). "
         "Allocated per chunk: with automatic collection off, `gc.mem_alloc()` from one call of the handler to the "
         "next over every chunk of the 1 MB image (the chunk's view is the one object the API makes; "
