@@ -526,3 +526,35 @@ def test_a_streamed_qos2_publish_cut_midway_is_delivered_whole_once(broker, v, c
     rx.loop(0.3)
     assert got.done == [("st/" + name, 2, data)] and got.starts == 1  # whole, exactly once
     rx.disconnect()
+
+
+@pytest.mark.parametrize("board,v,heap", [("unix", 5, "160k"), ("unix", 4, "160k"), ("unix32", 5, "128k")])
+def test_a_streamed_qos2_message_cut_three_times_arrives_whole_once_on_the_unix_ports(broker, board, v, heap):
+    """tests/sim_apps/stream_qos2.py: the board publishes a 192 KB file at QoS 2 to a topic it subscribed to in
+    chunks, with the esp32's buffers and a heap smaller than the message. The proxy cuts its first link in the
+    middle of the PUBLISH going up (sent again, from the file's start), its second in the middle of the PUBLISH
+    coming down (sent again by the server, from offset 0), its third in the middle of the board's PUBREC for it
+    (the server sends the PUBLISH again, DUP: answered with PUBREC, never delivered twice)."""
+    import tools.sim
+    from tests.support.faultproxy import DOWN, PUBLISH, PUBREC, UP, Cut, FaultProxy, Plan
+    if board == "unix32":
+        from tests.support import unixport
+        unixport.need32()
+    elif not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port")
+    cuts = {1: Cut(UP, mid=PUBLISH), 2: Cut(DOWN, mid=PUBLISH), 3: Cut(UP, mid=PUBREC)}
+    size = 192 << 10
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(cuts[number]) if number in cuts else None
+        env = dict(BROKER_HOST=px.host, BROKER_PORT=px.port, PREFIX="sq2/%s/%d/%d" % (board, v, os.getpid()),
+                   VERSION=v, SIZE=size, CLIENT_ID="st-q2-%s-%d-%d" % (board, v, os.getpid()))
+        p = tools.sim.run_app(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_apps", "stream_qos2.py"),
+                              env=env, board=board, heap=heap, timeout=120)
+        res = tools.sim.results(p.stdout)
+        assert p.returncode == 0 and len(res) == 1, "exit %d\n%s\n%s" % (p.returncode, p.stdout[-3000:],
+                                                                          p.stderr[-3000:])
+        res = res[0]
+        assert [c[2] for c in px.cuts] == [repr(cuts[k]) for k in (1, 2, 3)] and all(c[3] for c in px.cuts), px.cuts
+    assert res["published"] and not res["pending"], res
+    # whole (every byte checked at its offset) and exactly once; begun twice: the cut one, then the whole one
+    assert res["done"] == 1 and res["bytes"] == size and res["bad"] == 0 and res["starts"] == 2, res
