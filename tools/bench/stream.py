@@ -34,9 +34,13 @@ HEAP_APP = os.path.join(_REPO, "tests", "sim_apps", "stream_heap.py")
 APP = os.path.join(_REPO, "tools", "bench", "stream_app.py")
 PORTS = (("unix", "64-bit unix port", 160 << 10), ("unix32", "32-bit unix port", 128 << 10))  # -X heapsize
 STEP = 1024  # the smallest heap's resolution
-RATES = (("receive_us", "tinymqtt streamed receive, QoS 1, via mosquitto", "raw_receive_us"),
-         ("raw_receive_us", "raw socket receive, 4 KB reads, direct", None),
-         ("publish_us", "tinymqtt streamed publish from a file, QoS 1, via mosquitto (to its PUBACK)", "raw_send_us"),
+RATES = (("receive_us", "tinymqtt streamed receive, QoS 1, via mosquitto", "mqtt_raw_receive_us"),
+         ("mqtt_raw_receive_us", "raw socket, SUBSCRIBE by hand (QoS 0), via mosquitto", None),
+         ("raw_receive_us", "raw socket receive, 4 KB reads, direct (no broker)", None),
+         ("publish_us", "tinymqtt streamed publish from a file, QoS 1, via mosquitto (to its PUBACK)",
+          "mqtt_raw_publish_us"),
+         ("mqtt_raw_publish_us", "raw socket, PUBLISH by hand + the same file, QoS 1, via mosquitto (to its PUBACK)",
+          None),
          ("raw_send_us", "raw socket send from the same file, 2 KB writes, direct (to the sink's answer)", None))
 
 
@@ -115,11 +119,12 @@ def run(app, board, heap, env):
 
 def smallest(board, size, env, lo, hi):
     """The smallest -X heapsize (to STEP bytes) with which the board receives the image of `size` bytes whole
-    (alone in its run, no per-chunk count), by bisection between lo (fails or untried) and hi (works); None
-    when hi fails. Near the edge success is uneven (fragmentation), so differences of a KB or two are noise."""
+    (alone in its run, no per-chunk count; size None: connects, subscribes to nothing and ends), by bisection
+    between lo (fails or untried) and hi (works); None when hi fails. Near the edge success is uneven
+    (fragmentation), so differences of a KB or two are noise."""
     def works(heap):
-        r = attempt(HEAP_APP, board, heap, dict(env, SIZES=[size], COUNT=False), timeout=60)
-        return r is not None and r[str(size)]["bytes"] == size and r[str(size)]["total"] == size
+        r = attempt(HEAP_APP, board, heap, dict(env, SIZES=[size] if size else [], COUNT=False), timeout=60)
+        return r is not None and (not size or r[str(size)]["bytes"] == r[str(size)]["total"] == size)
 
     if not works(hi):
         return None
@@ -135,7 +140,7 @@ def smallest(board, size, env, lo, hi):
 
 def measure(quick=False, log=print):
     """{"sizes": [...], "heap": {port: {...}}, "rates": {port: {...}}, "rounds": n}"""
-    rounds = 1 if quick else 5
+    rounds = 1 if quick else 10
     res = {"sizes": list(SIZES), "heap": {}, "rates": {}, "rounds": rounds}
     with Mosquitto() as b:
         prefix = "bench/stream/"
@@ -154,10 +159,10 @@ def measure(quick=False, log=print):
                    "chunks": {str(s): r[str(s)]["chunks"] for s in SIZES}, "smallest": None}
             if not quick:
                 row["smallest"] = {}
-                for s in SIZES:
+                for s in SIZES + (None,):  # (None: connected, no image: what the receive adds is the difference)
                     row["smallest"][str(s)] = smallest(board, s, env, r["connected"], heap)
-                    log("bench: stream: smallest heap, %s, %d KB image: %s" % (label, s >> 10,
-                                                                                 row["smallest"][str(s)]))
+                    log("bench: stream: smallest heap, %s, %s: %s" % (
+                        label, "%d KB image" % (s >> 10) if s else "connected only", row["smallest"][str(s)]))
             res["heap"][board] = row
         for board, label, _ in PORTS:
             if board not in res["heap"]:
@@ -167,6 +172,7 @@ def measure(quick=False, log=print):
             r = run(APP, board, "256k", dict(base, CLIENT_ID="bench-stream-" + board, RAW_SENDER=sender,
                                              RAW_SINK=sink, ROUNDS=rounds))
             assert r["raw_received"] == r["bytes"] and r["publish_acked"], r
+            assert r["mqtt_raw_received"] and r["mqtt_raw_acked"], r
             res["rates"][board] = dict(r, label=label)
     return res
 
@@ -180,14 +186,14 @@ def _kb(n):
 def heap_rows(res):
     sizes = res["sizes"]
     head = ["streamed receive, 4 KB receive buffer, MQTT 5"] + ["%s image" % _size(s) for s in sizes] + \
-           ["connected, idle"]
+           ["connected, no image"]
     rows = []
     for board, h in res["heap"].items():
         rows.append(["%s: most heap in use (`-X heapsize=%dk`)" % (h["label"], h["heapsize"] >> 10)] +
                     [_kb(h["peak"][str(s)]) for s in sizes] + [_kb(h["connected"])])
         if h.get("smallest"):
             rows.append(["%s: smallest `-X heapsize` that receives it" % h["label"]] +
-                        [_kb(h["smallest"][str(s)]) for s in sizes] + [""])
+                        [_kb(h["smallest"][str(s)]) for s in sizes] + [_kb(h["smallest"]["None"])])
     return head, rows
 
 
@@ -203,7 +209,7 @@ def chunk_lines(res):
 
 
 def rate_rows(res):
-    head = ["1 MB, 4 KB in / 2 KB out, best of %d" % res["rounds"], "ms", "MB/s", "against the raw socket"]
+    head = ["1 MB, 4 KB in / 2 KB out, best of %d" % res["rounds"], "ms", "MB/s", "against the raw socket via mosquitto"]
     rows = []
     for board, r in res["rates"].items():
         mb = r["bytes"] / (1 << 20)
@@ -221,7 +227,8 @@ def _size(n):
 NOTE = ("The library is on the board as portable `.mpy`, as `tools/deploy` installs it (its bytecode is loaded into "
         "the heap: most of the connected figure). Most heap in use: the largest `gc.mem_alloc()` seen at any chunk "
         "(garbage included) after a collection before the receive. The "
-        "smallest heap: each image alone, by bisection to 1 KB (near the edge success is uneven by a KB or two). "
+        "smallest heap: each image alone, by bisection to 1 KB (near the edge success is uneven by a KB or two), "
+        "beside the same program connecting and ending without an image. "
         "Allocated per chunk: with automatic collection off, `gc.mem_alloc()` from one call of the handler to the "
         "next over every chunk of the 1 MB image (the chunk's view is the one object the API makes; "
         "`tests/test_streaming.py` holds every chunk to it). Throughput: the time on the board (`ticks_us`) of "
