@@ -528,9 +528,11 @@ def test_a_streamed_qos2_publish_cut_midway_is_delivered_whole_once(broker, v, c
     rx.disconnect()
 
 
-@pytest.mark.parametrize("board,v,heap", [("unix", 5, "160k"), ("unix", 4, "160k"), ("unix32", 5, "128k")])
+@pytest.mark.parametrize("board,v,heap", [("unix", 5, "160k"), ("unix", 4, "160k"), ("unix32", 5, "128k"),
+                                          ("sim", 5, 160 * 1024)])
 def test_a_streamed_qos2_message_cut_three_times_arrives_whole_once_on_the_unix_ports(broker, board, v, heap):
-    """tests/sim_apps/stream_qos2.py: the board publishes a 192 KB file at QoS 2 to a topic it subscribed to in
+    """tests/sim_apps/stream_qos2.py on the unix ports and the WebAssembly build (the simulated board, its socket
+    Node's, tools/sim/run.mjs): the board publishes a 192 KB file at QoS 2 to a topic it subscribed to in
     chunks, with the esp32's buffers and a heap smaller than the message. The proxy cuts its first link in the
     middle of the PUBLISH going up (sent again, from the file's start), its second in the middle of the PUBLISH
     coming down (sent again by the server, from offset 0), its third in the middle of the board's PUBREC for it

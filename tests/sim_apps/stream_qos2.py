@@ -1,4 +1,4 @@
-# Board app (MicroPython, the unix ports): one streamed QoS 2 message both ways, through the fault proxy the test
+# Board app (MicroPython: the unix ports, the simulated board): one streamed QoS 2 message both ways, through the fault proxy the test
 # puts between the board and mosquitto. The board writes a file of config.SIZE bytes (a pattern each byte of which
 # it can check), subscribes to TOPIC with chunks=True at QoS 2, then publishes the file to the same TOPIC at QoS 2
 # with length= (streamed from the file through the 2 KB send buffer), so the message goes up and comes back down
