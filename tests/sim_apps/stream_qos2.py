@@ -1,11 +1,11 @@
-# Board app (MicroPython: the unix ports, the simulated board): one streamed QoS 2 message both ways, through the fault proxy the test
-# puts between the board and mosquitto. The board writes a file of config.SIZE bytes (a pattern each byte of which
-# it can check), subscribes to TOPIC with chunks=True at QoS 2, then publishes the file to the same TOPIC at QoS 2
-# with length= (streamed from the file through the 2 KB send buffer), so the message goes up and comes back down
-# in chunks through the 4 KB receive buffer, with a heap smaller than the message. The session is kept (clean
-# False), so whatever the proxy cuts resumes: the handler checks every byte at its offset, counts the times the
-# message begins (offset 0) and the times it ends (its last chunk). Once the publish's flow is complete and the
-# message arrived, it loops on for a while to let a duplicate show.
+# Board app (MicroPython: the unix ports, the simulated board): one streamed QoS 2 message both ways, through the
+# fault proxy the test puts between the board and mosquitto. The board writes a file of config.SIZE bytes (a
+# pattern each byte of which it can check), subscribes to TOPIC with chunks=True at QoS 2, then publishes the file
+# to the same TOPIC at QoS 2 with length= (streamed from the file through the 2 KB send buffer), so the message
+# goes up and comes back down in chunks through the 4 KB receive buffer, with a heap smaller than the message. The
+# session is kept (clean False), so whatever the proxy cuts resumes: the handler checks every byte at its offset,
+# counts the times the message begins (offset 0) and the times it ends (its last chunk). Once the publish's flow
+# is complete and the message arrived, it loops on for a while to let a duplicate show.
 # Prints RESULT {"published": bool, "starts": n, "done": n, "bytes": n, "bad": n, "pending": [...]}.
 import json
 

@@ -209,7 +209,8 @@ def chunk_lines(res):
 
 
 def rate_rows(res):
-    head = ["1 MB, 4 KB in / 2 KB out, best of %d" % res["rounds"], "ms", "MB/s", "against the raw socket via mosquitto"]
+    head = ["1 MB, 4 KB in / 2 KB out, best of %d" % res["rounds"], "ms", "MB/s",
+            "against the raw socket via mosquitto"]
     rows = []
     for board, r in res["rates"].items():
         mb = r["bytes"] / (1 << 20)
