@@ -208,7 +208,8 @@ def main(argv=None):
     if "stream" in a.only and not mp_unix.available():
         log("bench: no MicroPython unix port (.venv/bin/micropython): the streaming section is left out")
     elif "stream" in a.only:
-        from tools.bench import stream  # (its own mosquitto; the library it imports is the board's, from lib/)
+        from tools.bench import stream  # (last and imported here: it puts lib/ on this process's path, for its
+        #                                   publisher of the images; the boards get lib/ too, not TINYMQTT_BENCH_LIB)
         log("bench: messages larger than the buffers, streamed in and out (real MicroPython)")
         res["stream"] = stream.measure(a.quick, log)
     if a.json:
