@@ -10,7 +10,8 @@
 #      is received whole (not in a --quick run);
 #   2. the time of a 1 MB payload streamed into the board (subscribe chunks=True, to its last chunk) and out of
 #      it (publish from a file with length=, to its PUBACK) through mosquitto, beside a raw MicroPython socket
-#      moving the same bytes straight to and from this process in the same run (tools/bench/stream_app.py).
+#      moving the same bytes in the same run, through the same mosquitto with MQTT packets encoded by hand, and
+#      straight to and from this process (tools/bench/stream_app.py).
 import os
 import shutil
 import socket
