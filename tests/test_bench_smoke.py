@@ -16,7 +16,7 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(raw.read_text())
     for section in ("throughput", "latency", "wire", "sizes", "mp_mem", "mp_heap", "codec", "mp_throughput",
-                    "mp_alloc", "footprint"):
+                    "mp_alloc", "footprint", "stream"):
         assert res.get(section), "no %s figures\n%s" % (section, p.stdout[-3000:])
     for client in ("raw", "tinymqtt", "tinymqtt-aio"):
         for qos in (0, 1, 2):
@@ -30,6 +30,7 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
         assert r["functions"] > 50 and r["code"] > 5000 and r["names"] > 0, r
         assert 0 < r["import"] < r["made"] and r["import"] < r["connected"], r
     assert "Targets" in p.stdout
+    assert "## Messages larger than the buffers, streamed" in page  # (tools/bench/stream.py)
 
 
 def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):

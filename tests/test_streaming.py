@@ -27,11 +27,13 @@ def pair(broker, name, v, **opts):
 class Collector:
     def __init__(self):
         self.parts, self.done, self.sizes = {}, [], []
+        self.starts = 0  # chunks at offset 0: a message begun (again, after a cut)
 
     def __call__(self, msg, total, offset, chunk):
         assert isinstance(chunk, memoryview) and offset + len(chunk) <= total
         if offset == 0:  # the first chunk of a message (a cut one comes again from 0)
             self.parts[msg.topic] = bytearray()
+            self.starts += 1
         buf = self.parts[msg.topic]
         assert len(buf) == offset
         buf += chunk
@@ -162,8 +164,11 @@ def stream_heap(broker, board, v, heap):
     for size in SIZES:
         r = res[str(size)]
         assert r["bytes"] == r["total"] == size and r["sum"] == sums[size], (size, r)
-    per = res[str(SIZES[0])]["per_chunk"]
-    assert len(per) >= 10 and max(per) <= res["view"], res  # each chunk: its view, 0 B beyond
+    n = res["count"]
+    # allocation per chunk through the public API, automatic collection off: each chunk costs at most its view (a
+    # memoryview, its size measured in the same interpreter), 0 B beyond it, over every chunk of the 1 MB image
+    assert n["bytes"] == SIZES[-1] and n["steps"] >= 200, n
+    assert n["step_max"] <= res["view"] and n["sum"] <= n["steps"] * res["view"], (n, res["view"])
     return res
 
 
@@ -172,9 +177,10 @@ def report_heap(label, v, heap, res):
     record("MicroPython heap (%s, MQTT %s, -X heapsize=%s): streamed receive of 64 KB / 256 KB / 1 MB, most in use "
            "(B)" % (label, "3.1.1" if v == 4 else "5", heap),
            " / ".join(str(res[str(s)]["peak"]) for s in SIZES))
-    per = res[str(SIZES[0])]["per_chunk"]
-    record("MicroPython heap (%s, MQTT %s): per chunk (B), min / max over %d chunks" % (
-        label, "3.1.1" if v == 4 else "5", len(per)), "%d / %d (a memoryview: %d)" % (min(per), max(per), res["view"]))
+    n = res["count"]
+    record("MicroPython heap (%s, MQTT %s): per chunk (B), mean / least / most over %d chunks" % (
+        label, "3.1.1" if v == 4 else "5", n["steps"]),
+        "%.1f / %d / %d (a memoryview: %d)" % (n["sum"] / n["steps"], n["step_min"], n["step_max"], res["view"]))
 
 
 @pytest.mark.parametrize("v", [4, 5])
@@ -444,3 +450,113 @@ def test_a_source_shorter_than_its_length_ends_the_connection(broker):
     with pytest.raises(ConnectionLost, match="short of its length"):  # it ends in the first fill: raised at the call
         c.publish("st/short", Reads(b"x" * 500), 0, length=900)
     assert not c.transport and "short of its length" in str(c.last_error)
+
+
+# ---------------------------------------------------------------- QoS 2 cut mid-transfer: whole, exactly once
+
+def _resume_opts(v):
+    return dict(clean=False, backoff_min_ms=10, **({"session_expiry": 60} if v == 5 else {}))
+
+
+def _cut_name(cut):
+    return repr(cut).strip("<>").replace(" ", "-").replace("#", "")
+
+
+def _cuts_down():
+    from tests.support.faultproxy import DOWN, PUBLISH, PUBREC, PUBREL, UP, Cut
+    return [Cut(DOWN, mid=PUBLISH),  # the message coming down is cut: it comes again, from offset 0
+            Cut(UP, mid=PUBREC),  # its PUBREC is lost: the server sends it again (DUP), never delivered twice
+            Cut(DOWN, before=PUBREL)]  # PUBREC arrived, PUBREL is lost: it comes after the resume, no delivery
+
+
+def _cuts_up():
+    from tests.support.faultproxy import DOWN, PUBLISH, PUBREC, PUBREL, UP, Cut
+    return [Cut(UP, mid=PUBLISH),  # the payload going up is cut: read again from the source's start
+            Cut(DOWN, before=PUBREC),  # the server has it whole, its PUBREC is lost: sent again (DUP), once
+            Cut(UP, before=PUBREL)]  # PUBREC arrived, our PUBREL is lost: PUBREL again, the source not read
+
+
+@pytest.mark.parametrize("v", [4, 5])
+@pytest.mark.parametrize("cut", _cuts_down(), ids=_cut_name)
+def test_a_streamed_qos2_message_cut_while_it_arrives_is_delivered_whole_once(broker, v, cut):
+    from tests.support.faultproxy import FaultProxy, Plan, PUBLISH
+    name = "q2r-%d-%s" % (v, _cut_name(cut))
+    data = os.urandom(150_000)
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(cut) if number == 1 else None
+        rx = Client(px.host, px.port, client_id="st-" + name, version=v, max_stream_size=1 << 20,
+                    **dict(SMALL, **_resume_opts(v)))
+        rx.connect()
+        got = Collector()
+        rx.subscribe("st/" + name, 2, handler=got, chunks=True)
+        tx = Client(broker.host, broker.port, client_id="st-tx-" + name, version=v)
+        tx.connect()
+        assert tx.wait_for(tx.publish("st/" + name, data, 2), 10)  # the server has it (PUBCOMP)
+        assert wait(rx, lambda: got.done and not rx.session._rx_pid and len(px.cuts) == 1)
+        rx.loop(0.3)
+        assert len(px.cuts) == 1 and px.accepted == 2, (px.cuts, px.accepted)  # cut once, resumed once
+        assert got.done == [("st/" + name, 2, data)]  # whole, exactly once
+        assert got.starts == (2 if cut.mid == PUBLISH else 1)  # begun again from offset 0 only when cut inside it
+        rx.disconnect()
+        tx.disconnect()
+
+
+@pytest.mark.parametrize("v", [4, 5])
+@pytest.mark.parametrize("cut", _cuts_up(), ids=_cut_name)
+def test_a_streamed_qos2_publish_cut_midway_is_delivered_whole_once(broker, v, cut):
+    from tests.support.faultproxy import FaultProxy, Plan, PUBREL
+    name = "q2p-%d-%s" % (v, _cut_name(cut))
+    rx = Client(broker.host, broker.port, client_id="st-rx-" + name, version=v, max_stream_size=1 << 20, **SMALL)
+    rx.connect()
+    got = Collector()
+    rx.subscribe("st/" + name, 2, handler=got, chunks=True)
+    data = os.urandom(150_000)
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(cut) if number == 1 else None
+        tx = Client(px.host, px.port, client_id="st-" + name, version=v, **dict(SMALL, **_resume_opts(v)))
+        tx.connect()
+        src = Reads(data)
+        assert tx.wait_for(tx.publish("st/" + name, src, 2, length=len(data)), 10)
+        assert len(px.cuts) == 1 and px.accepted == 2, (px.cuts, px.accepted)
+        # the source is read from its start each time the PUBLISH goes out: again after the resume unless the
+        # server's PUBREC had come (then only PUBREL is sent again)
+        assert src.seeks == (1 if cut.before == PUBREL else 2), src.seeks
+        tx.disconnect()
+    assert wait(rx, lambda: got.done)
+    rx.loop(0.3)
+    assert got.done == [("st/" + name, 2, data)] and got.starts == 1  # whole, exactly once
+    rx.disconnect()
+
+
+@pytest.mark.parametrize("board,v,heap", [("unix", 5, "160k"), ("unix", 4, "160k"), ("unix32", 5, "128k"),
+                                          ("sim", 5, 160 * 1024)])
+def test_a_streamed_qos2_message_cut_three_times_arrives_whole_once_on_the_unix_ports(broker, board, v, heap):
+    """tests/sim_apps/stream_qos2.py on the unix ports and the WebAssembly build (the simulated board, its socket
+    Node's, tools/sim/run.mjs): the board publishes a 192 KB file at QoS 2 to a topic it subscribed to in
+    chunks, with the esp32's buffers and a heap smaller than the message. The proxy cuts its first link in the
+    middle of the PUBLISH going up (sent again, from the file's start), its second in the middle of the PUBLISH
+    coming down (sent again by the server, from offset 0), its third in the middle of the board's PUBREC for it
+    (the server sends the PUBLISH again, DUP: answered with PUBREC, never delivered twice)."""
+    import tools.sim
+    from tests.support.faultproxy import DOWN, PUBLISH, PUBREC, UP, Cut, FaultProxy, Plan
+    if board == "unix32":
+        from tests.support import unixport
+        unixport.need32()
+    elif not os.path.exists(tools.sim.MICROPYTHON):
+        pytest.skip("no MicroPython unix port")
+    cuts = {1: Cut(UP, mid=PUBLISH), 2: Cut(DOWN, mid=PUBLISH), 3: Cut(UP, mid=PUBREC)}
+    size = 192 << 10
+    with FaultProxy(broker.host, broker.port) as px:
+        px.plan = lambda number: Plan(cuts[number]) if number in cuts else None
+        env = dict(BROKER_HOST=px.host, BROKER_PORT=px.port, PREFIX="sq2/%s/%d/%d" % (board, v, os.getpid()),
+                   VERSION=v, SIZE=size, CLIENT_ID="st-q2-%s-%d-%d" % (board, v, os.getpid()))
+        p = tools.sim.run_app(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_apps", "stream_qos2.py"),
+                              env=env, board=board, heap=heap, timeout=120)
+        res = tools.sim.results(p.stdout)
+        assert p.returncode == 0 and len(res) == 1, "exit %d\n%s\n%s" % (p.returncode, p.stdout[-3000:],
+                                                                          p.stderr[-3000:])
+        res = res[0]
+        assert [c[2] for c in px.cuts] == [repr(cuts[k]) for k in (1, 2, 3)] and all(c[3] for c in px.cuts), px.cuts
+    assert res["published"] and not res["pending"], res
+    # whole (every byte checked at its offset) and exactly once; begun twice: the cut one, then the whole one
+    assert res["done"] == 1 and res["bytes"] == size and res["bad"] == 0 and res["starts"] == 2, res

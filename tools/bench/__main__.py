@@ -1,6 +1,7 @@
 # python -m tools.bench [--quick] [--only SECTIONS] [--out DIR] [--json FILE]
 # Every figure of docs/benchmarks.md in one run: throughput and latency against one local mosquitto (tinymqtt
-# and the peers that are installed), MicroPython heap and .mpy sizes, bytes on the wire, codec speed.
+# and the peers that are installed), MicroPython heap and .mpy sizes, bytes on the wire, codec speed, messages
+# larger than the buffers streamed in and out (--only stream runs that section alone).
 # A full run writes docs/benchmarks.md and docs/benchmarks.png; --quick (a few hundred messages, one
 # round: it proves the bench runs, its figures mean little) writes only where --out says.
 import argparse
@@ -17,7 +18,7 @@ from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
 SECTIONS = ("throughput", "latency", "micropython", "memory", "heap", "sizes", "wire", "codec", "spark", "footprint",
-            "realistic")
+            "realistic", "stream")
 QUICK_SKIPS = ("spark", "realistic")  # minutes even when quick: only when --only names them
 
 
@@ -204,6 +205,13 @@ def main(argv=None):
     if "realistic" in a.only:
         log("bench: one realistic program per client on the 64-bit, 32-bit and frozen builds")
         res["realistic"] = realistic.measure(a.quick, log)
+    if "stream" in a.only and not mp_unix.available():
+        log("bench: no MicroPython unix port (.venv/bin/micropython): the streaming section is left out")
+    elif "stream" in a.only:
+        from tools.bench import stream  # (last and imported here: it puts lib/ on this process's path, for its
+        #                                   publisher of the images; the boards get lib/ too, not TINYMQTT_BENCH_LIB)
+        log("bench: messages larger than the buffers, streamed in and out (real MicroPython)")
+        res["stream"] = stream.measure(a.quick, log)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(_jsonable(res), f, indent=1)

@@ -276,6 +276,9 @@ def console(res):
     if res.get("realistic"):
         from tools.bench.realistic import table as realistic_table
         parts.append("One realistic program per client (tools/bench/realistic.py)\n" + realistic_table(res["realistic"]))
+    if res.get("stream"):
+        from tools.bench.stream import console as stream_console
+        parts.append("Messages larger than the buffers, streamed (tools/bench/stream.py)\n" + stream_console(res["stream"]))
     t = targets(res)
     if t:
         parts.append("Targets\n" + table(["target", "measured", ""], [list(x) for x in t]))
@@ -481,11 +484,15 @@ def markdown(res):
     if res.get("realistic"):
         from tools.bench.realistic import table as realistic_table
         L += ["## One realistic program per client", "", realistic_table(res["realistic"]), ""]
+    if res.get("stream"):
+        from tools.bench.stream import markdown as stream_markdown
+        L += ["## Messages larger than the buffers, streamed", ""] + stream_markdown(res["stream"])
     L += ["## How to reproduce", "",
           "```", "make bench                     # installs requirements-bench.txt into .venv-bench, then runs:",
           "python -m tools.bench          # everything; writes docs/benchmarks.md and docs/benchmarks.png",
           "python -m tools.bench --quick  # seconds: a few hundred messages, peers only if installed",
           "python -m tools.bench --only throughput,latency --rounds 5 --n 200000",
+          "python -m tools.bench --only stream   # the streaming section alone (docs/streaming.md)",
           "```", "",
           "Needs mosquitto and mosquitto_sub (`tools/bootstrap.sh`), node with the npm MicroPython (`npm ci`), "
           "the 32-bit unix port and firmware that tools/mp32.py builds from ../shared/micropython (the bootstrap "
