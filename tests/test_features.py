@@ -96,3 +96,20 @@ def test_an_mqtt311_build_refuses_the_3x_retry_timer_it_leaves_out(tmp_path):
     p = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r)\n" % str(src) + code],
                        capture_output=True, text=True, timeout=30)
     assert p.stdout == "ModuleNotFoundError \n", p.stdout + p.stderr  # (an ImportError)
+
+
+def test_the_source_rewriting_part_of_deploy_is_at_most_400_lines():
+    # Issue 30: tools/deploy keeps what pays, and what rewrites the library's source stays small enough to read
+    # (python -m tools.size --transforms prints the count; docs/size.md its history).
+    from tools.size import REWRITING, rewriting_lines
+    lines = rewriting_lines()
+    assert set(lines) == set(REWRITING) and all(os.path.isfile(os.path.join(REPO, "tools", "deploy", f)) for f in lines)
+    assert sum(lines.values()) <= 400, lines
+
+
+def test_mqtt311_has_no_optional_module_left_to_compile_out():
+    # Every flag of features.FLAGS is off in profile mqtt311 (its file set has none of their modules), so
+    # python -m tools.size --features has nothing to measure there.
+    from tools.size import feature_sizes
+    assert features.off(boards.profiles()["mqtt311"].lib) == list(features.FLAGS)
+    assert feature_sizes("esp32", "mqtt311") == {}

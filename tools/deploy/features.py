@@ -1,9 +1,8 @@
 # Compiles out the hooks into optional modules that a build leaves out. A library module that calls into an
-# optional module guards the call with that module's flag, `_MQTT5 = const(1)`, as `if _MQTT5 and ...:`; deploy
-# writes `const(0)` where the board's file set lacks the module, and MicroPython's compiler then drops every such
-# block (it folds a const-false first operand of `and`; `if not _MQTT5 and ...:` blocks appear only then). The
-# sources, CPython and the --source tree keep every flag at 1: a missing module is an ImportError there, handled
-# at run time as it always was. A profile stays a file set: the flags follow from its files, nothing else.
+# optional module guards the call with its flag, `_MQTT5 = const(1)`, as `if _MQTT5 and ...:`; deploy writes
+# `const(0)` where the board's file set lacks the module, and MicroPython's compiler drops every such block (it
+# folds a const-false first operand of `and`). The sources, CPython and the --source tree keep every flag at 1 (a
+# missing module: an ImportError, handled at run time). A profile stays a file set: the flags follow from it.
 import re
 
 # flag -> the module whose absence turns it off
@@ -16,8 +15,7 @@ FLAGS = {
     "_GROW": "tinymqtt/grow.py",  # CPython's growing buffers: never on a board
 }
 
-# Off in every board build, whatever its files: checks of our own invariants (every outbound flow's move has its
-# row in tinymqtt/inflight.py's table), which the sources, CPython and the tests keep on.
+# Off in every board build: checks of our own invariants (each outbound move has its row in inflight.py's table).
 BOARD_OFF = ["_FLOW_CHECKS"]
 
 

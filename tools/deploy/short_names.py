@@ -1,10 +1,9 @@
 # Short private names for boards (boards.toml `short_errors`): before mpy-cross, every private name the library
 # defines (one leading underscore: a helper, a method, an attribute, a module constant) becomes a short one (_a,
-# _b, ... _aa) the same in every library module, so a name one module defines and another uses still meets. A
-# .mpy holds each name's text once per file, and the board interns it in its heap: `_on_connack` costs 13 bytes
-# twice, `_a` 4. The leading underscore stays (MicroPython drops a private `_X = const(...)` from the globals as
-# before, and an application's own attributes cannot meet one). Tracebacks on the board name `_a`:
-# `python -m tools.deploy.short_names` prints the table. The source never changes: a build step, like -O3.
+# _b, ... _aa) the same in every library module, so a name one module defines and another uses still meets (a
+# name's text is in each .mpy and in the board's heap: docs/size.md). The leading underscore stays (MicroPython
+# drops a private `_X = const(...)` from the globals as before, and an application's own attributes cannot meet
+# one). Tracebacks on the board name `_a`: `python -m tools.deploy.short_names` prints the table.
 #
 # Only names the library itself binds are renamed (def, class, a parameter, an assignment to a name or an
 # attribute, import as), in code and in strings that are exactly such a name (getattr(p, "_era")); a private

@@ -3,9 +3,8 @@
 # the number of what it concerns in reasons.SUBJECTS: the packet its text names (its packet type: CONNACK is 2),
 # else the argument or field (TAGS). A board then prints `ConnectError: 0x87 not authorized (CONNACK)`: the side
 # that broke the rules (the class), the reason code, its name in the spec and the subject, all from reasons.py,
-# which loads only when an error is shown. A sentence costs a board its bytes twice (flash, and the heap the .mpy
-# is loaded into), a small int one byte of code. Line numbers stay; the source itself never changes (a build step,
-# like -O3), and CPython keeps the readable text.
+# which loads only when an error is shown (docs/size.md: what it saves). The source itself never changes (a build
+# step, like -O3), and CPython keeps the readable text.
 #   python -m tools.deploy.shorten   every library message and what a board shows in its place
 import ast
 import functools
