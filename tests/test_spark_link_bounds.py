@@ -151,10 +151,11 @@ def test_overload_qos2_flows_complete_at_once_and_nothing_is_lost(mosq, tmp_path
     assert not lost and dup2 == 0, (len(lost), dup2, s)
     assert reused == 0 and s.get("pid_reused", 0) == 0 and s.get("pid_superseded", 0) == 0, s
     assert s["error"] is None and s["connects"] == 1 and not s.get("disconnects"), s
-    # The id space cannot be scaled down: this pins the QoS 2 flows awaiting PUBREL far below it. Acknowledged
-    # at commit (before this change) the same run reached ~9,900 of them, sampled; here ~2,000-3,000.
-    assert s["peak_awaiting_pubrel"] < 10000, s
-    assert s["peak_unacked"] < 10000, s  # received and not on disk yet: one read's worth or so
+    # The id space cannot be scaled down, so this only guards the QoS 2 flows awaiting PUBREL well below it
+    # (2,000-4,600 in three runs; acknowledged at commit, before this design, a run reached ~9,900, sampled):
+    # the discriminating check is the full-size tools/bench/spark_overload.py.
+    assert s["peak_awaiting_pubrel"] < 15000, s
+    assert s["peak_unacked"] <= s["max_unacked"] * 1.25, s  # received, not on disk yet: within the window
     record("spark link: overload (40,000 QoS 1/2, consumer commits 1 s late)", "lost 0, QoS 2 dup 0, QoS 1 dup "
            "%d, peak awaiting PUBREL %d, peak unacked %d, peak uncommitted %d, no packet id reused, drained %.1f s "
            "after the publishers" % (dup1, s["peak_awaiting_pubrel"], s["peak_unacked"], s["peak_uncommitted"],
