@@ -8,11 +8,11 @@
 # consumer's own state (the Spark source puts it in the query's checkpoint), a message is acknowledged only
 # once the spool segment holding it is fsynced, and segments are deleted only once the consumer committed
 # them. A crash after the ack loses nothing: the restarted consumer replays its uncommitted offsets from the
-# spool, not from the broker. Acknowledging at durability rather than at the consumer's commit makes every MQTT
-# flow complete in milliseconds, whatever the consumer's batch cycle: the broker's in-flight window and its
-# QoS 2 flows awaiting our PUBCOMP stay small, so its packet ids never wrap (mosquitto 2.0.11 frees a QoS 2
-# message's slot at our PUBREC and queues the PUBREL behind what it sends meanwhile; when acks waited for
-# Spark's commits, those flows grew with rate x two batch cycles until it reused ids still in flight).
+# spool, not from the broker. Acknowledging at durability rather than at the consumer's commit means our side of
+# every MQTT flow is answered within a group commit (ack_interval, 20 ms), whatever the consumer's batch cycle,
+# so the ids the broker has in flight stay far from 65,535 (mosquitto 2.0.11 frees a QoS 2 message's slot at
+# our PUBREC and queues the PUBREL behind what it sends meanwhile; when acks waited for Spark's commits, those
+# flows grew with rate x two batch cycles until it reused ids still in flight: docs/spark.md, "Overload").
 #
 # Why this gives at-least-once, and exactly-once for QoS 2, across crashes: nothing is acknowledged before it
 # is on disk in the spool, so whatever a crash interrupts before that is still in the broker's session (clean
