@@ -1,7 +1,7 @@
 # The Spark source's MQTT link (host/tinymqtt_spark/link.py) against a real mosquitto, no Spark: the bounds a
 # user relies on. A write error while acknowledging is a reconnect, not a dead thread; fed far faster than its
-# consumer commits, the link stops reading at its unacknowledged window (maxUnacked) and loses nothing, QoS 2
-# twice nothing, with no packet id reused; a broker that lost the session fails a link with failOnDataLoss; a
+# consumer commits, the link acknowledges what is on disk at once (QoS 2 flows complete in milliseconds, no
+# packet id reused), stops reading when its spool is full (maxSpooled), and loses nothing, QoS 2 twice nothing; a broker that lost the session fails a link with failOnDataLoss; a
 # second holder of a session is refused; the ack state's journal stays small and replays to the same state.
 import os
 import socket
@@ -53,20 +53,18 @@ def test_a_write_error_while_acknowledging_is_a_reconnect(mosq, tmp_path):
     link = MqttLink(mosq.host, mosq.port, cid, [topic], str(tmp_path / "spool"), fsync=False).start()
     assert link.subscribed.wait(10)
     n = 600
-    _publish(mosq, topic, n)
-    _wait(lambda: link.snapshot()["received"] == n, 20, link.snapshot)
-    end = link.expose()
-    # The link's thread parks on its lock after its current read (each turn: read, then spool and acks under
-    # the lock). Meanwhile our side of the TCP connection is shut for writing: the acks the commit lets out
-    # meet EPIPE in the ack flush itself, with no read in between to notice the link first.
+    # The link's thread parks on its lock in the middle of the read that brings the messages (each turn: read,
+    # then spool, fsync and ack under the lock). Meanwhile our side of the TCP connection is shut for writing:
+    # the acks for what that read brought meet EPIPE in the ack flush itself, with no read in between to
+    # notice the link first (the broker closes its end once it sees our FIN, but no read comes before the acks).
     with link.lock:
+        _publish(mosq, topic, n)
         time.sleep(0.3)
         link.client.transport.sock.shutdown(socket.SHUT_WR)
-        link.spool.commit(end)
-    _wait(lambda: link.snapshot().get("write_errors", 0) >= 1, 10, link.snapshot)
+    _wait(lambda: link.snapshot().get("write_errors", 0) >= 1, 10, lambda: str(link.snapshot()))
     # The broker resends what our acks never reached it; every copy is recognised (QoS 2: PUBREC again) or, for
     # QoS 1, taken as a new message (at-least-once allows it); nothing stays unacknowledged.
-    rows, at = [], [end]
+    rows, at = [], [0]
 
     def settled():  # the consumer keeps committing what comes
         e = link.expose()
@@ -74,69 +72,109 @@ def test_a_write_error_while_acknowledging_is_a_reconnect(mosq, tmp_path):
         link.commit(e)
         at[0] = e
         s = link.snapshot()
-        return (s["connected"] and s["connects"] >= 2 and s["received"] >= n + n // 2 and not s["unacked"]
+        return (s["connected"] and s["connects"] >= 2 and len({p for p, _ in rows}) == n and not s["unacked"]
                 and not s["awaiting_pubrel"])
     _wait(settled, 20, lambda: str(link.snapshot()))
     link.check()  # the thread is alive, no error
     s = link.snapshot()
     link.stop()
     assert s["error"] is None and s.get("write_errors") == 1 and s["connects"] >= 2
-    assert all(q == 1 for _, q in rows)  # QoS 2 never twice
+    copies = {}
+    for p, q in rows:
+        copies.setdefault(p, []).append(q)
+    assert not [p for p, qs in copies.items() if qs[0] == 2 and len(qs) > 1]  # QoS 2 never twice
     record("spark link: write error in the ack flush", "reconnected (%d connects), %d QoS 1 resent as new, "
-           "QoS 2 dup 0" % (s["connects"], len(rows)))
+           "QoS 2 dup 0" % (s["connects"], len(rows) - n))
 
 
-def test_overload_stops_reading_at_the_window_and_loses_nothing(mosq, tmp_path):
-    """Scaled down (30,000 messages, a window of 2,000, a consumer committing every 0.2 s): the overload of
-    issue 34 (40k msgs/s for 30 s, window 20,000) is tools/bench/spark_overload.py."""
+def _overload(mosq, tmp_path, n, commit_every, max_spooled, publishers=2):
+    """n QoS 1/2 messages (alternating) from `publishers` clients at once into a link whose consumer is a slow
+    Spark: it reads what is exposed and commits it `commit_every` seconds later. Returns what it saw, the
+    link's stats, the packet ids the client saw reused, and the seconds from the publishers' end to drained."""
     topic, cid = "ov-%s/t" % uuid.uuid4().hex[:8], "ov-" + uuid.uuid4().hex[:8]
-    cap, n = 2000, 30000
     link = MqttLink(mosq.host, mosq.port, cid, [topic], str(tmp_path / "spool"), fsync=False,
-                    max_unacked=cap).start()
+                    max_spooled=max_spooled).start()
     assert link.subscribed.wait(10)
     seen, peak, stop = [], [0], threading.Event()
 
-    def consumer():  # a slow Spark: reads what is exposed, commits it 0.2 s later
+    def consumer():
         start = 0
         while not stop.is_set():
             end = link.expose()
             if end > start:
                 seen.extend(_seqs(link, start, end))
-                time.sleep(0.2)
+                time.sleep(commit_every)
                 link.commit(end)
                 start = end
-            peak[0] = max(peak[0], link.snapshot()["unacked"])
+            peak[0] = max(peak[0], link.snapshot()["uncommitted"])
             time.sleep(0.05)
     th = threading.Thread(target=consumer)
     th.start()
-    t0 = time.monotonic()
-    pubs = [threading.Thread(target=_publish, args=(mosq, topic, n // 2), kwargs={"tag": t}) for t in "ab"]
+    tags = "abcdefgh"[:publishers]
+    pubs = [threading.Thread(target=_publish, args=(mosq, topic, n // publishers), kwargs={"tag": t}) for t in tags]
     for p in pubs:
         p.start()
     for p in pubs:
-        p.join(120)
-    _wait(lambda: link.snapshot()["received"] - link.snapshot().get("pid_superseded", 0) >= n
-          and not link.snapshot()["unacked"], 60, link.snapshot)
-    elapsed = time.monotonic() - t0
+        p.join(180)
+    t_end = time.monotonic()
+
+    def drained():
+        s = link.snapshot()
+        return (s["received"] - s.get("pid_superseded", 0) >= n and not s["unacked"] and not s["awaiting_pubrel"]
+                and s["committed"] >= s["next_offset"] - 1)
+    _wait(drained, 60, link.snapshot)
+    drain_s = time.monotonic() - t_end
     stop.set()
     th.join(10)
     s = link.snapshot()
+    s["peak_uncommitted"] = peak[0]
     reused = link.client.session.reused
     link.stop()
     got = {}
     for payload, q in seen:
         got.setdefault(payload, []).append(q)
-    lost = [k for k in (b"%s%07d" % (t, i) for t in (b"a", b"b") for i in range(n // 2)) if k not in got]
+    lost = [k for k in (b"%s%07d" % (t.encode(), i) for t in tags for i in range(n // publishers)) if k not in got]
     dup2 = sum(len(v) - 1 for v in got.values() if v[0] == 2)
     dup1 = sum(len(v) - 1 for v in got.values() if v[0] == 1)
+    return lost, dup1, dup2, s, reused, drain_s
+
+
+def test_overload_qos2_flows_complete_at_once_and_nothing_is_lost(mosq, tmp_path):
+    """The shape of issue 34's overload, scaled down (40,000 QoS 1/2 messages from two publishers at once, a
+    consumer committing 1 s after it read, like Spark's batch cycle): mosquitto frees a QoS 2 message's slot at
+    our PUBREC and queues its PUBREL behind the PUBLISHes it sends meanwhile. Acknowledged at commit, the QoS 2
+    flows awaiting PUBREL grew with rate x two batch cycles until mosquitto reused ids still in flight
+    (tools/bench/spark_overload.py at 40k msgs/s); acknowledged once on disk in the spool, they stay a small
+    fraction of the id space however slow the consumer is."""
+    n = 40000
+    lost, dup1, dup2, s, reused, drain_s = _overload(mosq, tmp_path, n, commit_every=1.0, max_spooled=1000000)
     assert not lost and dup2 == 0, (len(lost), dup2, s)
     assert reused == 0 and s.get("pid_reused", 0) == 0 and s.get("pid_superseded", 0) == 0, s
     assert s["error"] is None and s["connects"] == 1 and not s.get("disconnects"), s
-    assert peak[0] <= cap * 1.25, (peak[0], s)  # the window, a read's worth over at most
-    assert link.stats["paused"] >= 1, s  # the window was reached: the link stopped reading
-    record("spark link: overload (30,000 QoS 1/2, window 2,000)", "lost 0, QoS 2 dup 0, QoS 1 dup %d, peak "
-           "unacked %d, paused %d times, no packet id reused, %.1f s" % (dup1, peak[0], link.stats["paused"],
-                                                                         elapsed))
+    # The id space cannot be scaled down, so this only guards the QoS 2 flows awaiting PUBREL well below it
+    # (2,000-4,600 in three runs; acknowledged at commit, before this design, a run reached ~9,900, sampled):
+    # the discriminating check is the full-size tools/bench/spark_overload.py.
+    assert s["peak_awaiting_pubrel"] < 15000, s
+    assert s["peak_unacked"] <= s["max_unacked"] * 1.25, s  # received, not on disk yet: within the window
+    record("spark link: overload (40,000 QoS 1/2, consumer commits 1 s late)", "lost 0, QoS 2 dup 0, QoS 1 dup "
+           "%d, peak awaiting PUBREL %d, peak unacked %d, peak uncommitted %d, no packet id reused, drained %.1f s "
+           "after the publishers" % (dup1, s["peak_awaiting_pubrel"], s["peak_unacked"], s["peak_uncommitted"],
+                                     drain_s))
+
+
+def test_overload_stops_reading_when_the_spool_is_full_and_loses_nothing(mosq, tmp_path):
+    """30,000 QoS 1/2 messages into a spool capped at 3,000 uncommitted records, the consumer committing 0.3 s
+    late: the link stops reading (TCP back-pressure, the broker queues the rest) and loses nothing."""
+    cap, n = 3000, 30000
+    lost, dup1, dup2, s, reused, drain_s = _overload(mosq, tmp_path, n, commit_every=0.3, max_spooled=cap)
+    assert not lost and dup2 == 0, (len(lost), dup2, s)
+    assert reused == 0 and s.get("pid_reused", 0) == 0 and s.get("pid_superseded", 0) == 0, s
+    assert s["error"] is None and s["connects"] == 1 and not s.get("disconnects"), s
+    assert s["peak_uncommitted"] <= cap * 1.25, s  # the cap, a read's worth over at most
+    assert s["paused"] >= 1, s  # the cap was reached: the link stopped reading
+    record("spark link: spool cap (30,000 QoS 1/2, maxSpooled 3,000)", "lost 0, QoS 2 dup 0, QoS 1 dup %d, peak "
+           "uncommitted %d, paused %d times, no packet id reused, drained %.1f s after the publishers"
+           % (dup1, s["peak_uncommitted"], s["paused"], drain_s))
 
 
 def test_a_lost_session_fails_the_link_with_fail_on_data_loss(tmp_path):

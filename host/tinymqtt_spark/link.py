@@ -1,27 +1,37 @@
 # One persistent MQTT session feeding a Spool, in a thread of its own: QoS 1/2 messages are received in
-# tinymqtt's manual-ack mode, written to the spool, and acknowledged (PUBACK / PUBREC) only after the consumer
-# committed their offsets. The consumer (the Spark source, or a scale-out ingest process) calls expose(),
-# commit() and stop(); everything that touches the client runs on the link's thread.
+# tinymqtt's manual-ack mode, written to the spool, and acknowledged (PUBACK / PUBREC) as soon as the spool has
+# them on disk; the spool keeps them until the consumer committed their offsets. The consumer (the Spark source,
+# or a scale-out ingest process) calls expose(), commit() and stop(); everything that touches the client runs
+# on the link's thread.
+#
+# The spool is the receiver's write-ahead log (as Spark Streaming's receiver WAL was): it lives with the
+# consumer's own state (the Spark source puts it in the query's checkpoint), a message is acknowledged only
+# once the spool segment holding it is fsynced, and segments are deleted only once the consumer committed
+# them. A crash after the ack loses nothing: the restarted consumer replays its uncommitted offsets from the
+# spool, not from the broker. Acknowledging at durability rather than at the consumer's commit means our side of
+# every MQTT flow is answered within a group commit (ack_interval, 20 ms), whatever the consumer's batch cycle,
+# so the ids the broker has in flight stay far from 65,535 (mosquitto 2.0.11 frees a QoS 2 message's slot at
+# our PUBREC and queues the PUBREL behind what it sends meanwhile; when acks waited for Spark's commits, those
+# flows grew with rate x two batch cycles until it reused ids still in flight: docs/spark.md, "Overload").
 #
 # Why this gives at-least-once, and exactly-once for QoS 2, across crashes: nothing is acknowledged before it
-# is both on disk and committed downstream, so whatever a crash interrupts is still in the broker's session
-# (clean start off, session expiry) and comes back, DUP set, to the next process with this client id. Such a
+# is on disk in the spool, so whatever a crash interrupts before that is still in the broker's session (clean
+# start off, session expiry) and comes back, DUP set, to the next process with this client id. Such a
 # copy is recognised by its MQTT identity, never by its content: a packet id stays taken from the PUBLISH
 # until our PUBACK (QoS 1) or PUBCOMP (QoS 2), so a DUP PUBLISH whose id is held by a spooled message we have
 # not acknowledged is that message, and a QoS 2 one whose PUBREC went out but whose PUBREL we have not answered
-# (AckState.rel) is a copy the spool has delivered already. What we acknowledged is never consulted: the
-# broker may reuse its packet id for a new message at once. AckState is written before any ack or PUBCOMP goes
-# out, so a crash can only make us think an id is free when it is not for QoS 1 (a duplicate, allowed), never
-# the reverse (a loss). Spool segments go once committed and acknowledged: nothing needs them any more.
+# (AckState.rel) is a copy the spool has already. What we acknowledged is never consulted: the broker may
+# reuse its packet id for a new message at once. AckState is written before any ack or PUBCOMP goes out, so a
+# crash can only make us think an id is free when it is not for QoS 1 (a duplicate, allowed), never the
+# reverse (a loss). Spool segments go once committed and acknowledged: nothing needs them any more.
 #
-# Bounded by construction: at most max_unacked QoS 1/2 messages are spooled and not yet acknowledged (default
-# 20,000, a third of the 65,535 packet ids a session has). Not bounded here: QoS 2 flows past our PUBREC and
-# waiting for the broker's PUBREL (mosquitto 2.0 frees their in-flight slot at PUBREC and its PUBRELs queue
-# behind what it sends meanwhile); under sustained overload they grow until mosquitto reuses ids (docs/spark.md). The Receive Maximum we send asks the broker for no
-# more; when the broker sends more anyway (mosquitto 2.0.11 stops honouring it once acks come back) the link
-# stops reading its socket at the cap, so TCP back-pressure holds the broker, and its queue (max_queued_messages)
-# holds what is published meanwhile, until commits free room. A write error while acknowledging is a lost link:
-# the client reconnects into the session, and what the acks did not reach comes back as resends.
+# Bounded by construction: the link stops reading its socket (TCP back-pressure; the broker's queue,
+# max_queued_messages, holds what is published meanwhile) when the spool holds max_spooled records the consumer
+# has not committed (default 1,000,000), or when max_unacked QoS 1/2 messages are received and not yet on disk
+# (default 20,000; with acks at durability a full window means a disk slower than the link). The Receive
+# Maximum we send asks the broker for no more than the window plus one read. A write error while acknowledging
+# is a lost link: the client reconnects into the session, and what the acks did not reach comes back as
+# resends.
 #
 # One session, one holder: the spool directory and the client id are each locked (flock) for the life of a link,
 # so a second query on a session already held is refused (SessionHeld) instead of taking it over; and a
@@ -244,13 +254,18 @@ class MqttLink:
     def __init__(self, host, port, client_id, topics, spool_dir, qos=2, session_expiry=3600,
                  receive_maximum=None, keepalive=30, max_packet_size=1 << 20, segment_records=5000, fsync=True,
                  username=None, password=None, lock_timeout=60.0, max_unacked=20000, tls=None,
-                 fail_on_data_loss=False, committed_end=None):
+                 fail_on_data_loss=False, committed_end=None, max_spooled=1000000, ack_interval=0.02):
         self.host, self.port, self.client_id = host, int(port), client_id
         self.topics, self.qos = list(topics), qos
         self.spool_dir = spool_dir
         if not 0 < max_unacked <= 60000:
             raise ValueError("max_unacked %r: between 1 and 60000 (a session has 65,535 packet ids)" % max_unacked)
         self.max_unacked = max_unacked
+        if max_spooled < 1:
+            raise ValueError("max_spooled %r: at least 1 (records spooled and not yet committed)" % max_spooled)
+        self.max_spooled = max_spooled
+        self.ack_interval = ack_interval  # seconds between group commits (fsync, then the acks they allow)
+        self._synced_at = 0.0
         self.tls = tls
         self.fail_on_data_loss = fail_on_data_loss
         self.committed_end = committed_end  # fn() -> the consumer's own record of what it committed, or None
@@ -385,7 +400,8 @@ class MqttLink:
         with self.lock:
             sp = self.spool
             s = dict(self.stats)
-            s.update(pid=os.getpid(), next_offset=sp.next_offset, committed=sp.committed,
+            s.update(pid=os.getpid(), next_offset=sp.next_offset, committed=sp.committed, durable=sp.durable,
+                     uncommitted=sp.next_offset - sp.committed, max_spooled=self.max_spooled,
                      unacked=len(self._unacked), held=len(self.state.held), awaiting_pubrel=len(self.state.rel),
                      segments=len(sp.segments),
                      connected=bool(self.client and self.client.is_connected()),
@@ -395,11 +411,20 @@ class MqttLink:
                      last_error=str(self.last_error) if self.last_error else None, time=time.time())
         return s
 
+    def uncommitted(self):
+        """Offsets spooled and not yet committed by the consumer."""
+        sp = self.spool
+        return sp.next_offset - sp.committed
+
+    def room(self):
+        """How many more messages the link may read: the room left in the unacknowledged window and in the
+        spool (0 or less: it stops reading)."""
+        return min(self.max_unacked - len(self._unacked), self.max_spooled - self.uncommitted())
+
     def read_room(self):
-        """How many bytes the next read may take: the window's room at the bytes per message seen so far."""
-        left = self.max_unacked - len(self._unacked)
+        """How many bytes the next read may take: room() at the bytes per message seen so far."""
         per = self.rx_bytes // self.rx_msgs if self.rx_msgs > 100 else 64
-        return max(4096, left * max(per, 16))
+        return max(4096, self.room() * max(per, 16))
 
     def snapshot_quiet(self):
         """For a run-once trigger: is the link live (connected, subscribed), paused at its window, and how long
@@ -435,23 +460,30 @@ class MqttLink:
             except MQTTError as e:  # no SUBACK in time (link lost?): the session subscribes again on reconnect
                 self.last_error = e
             while not self._stop.is_set() and self.error is None:
-                if len(self._unacked) < self.max_unacked or not c.is_connected():  # (offline: loop reconnects)
+                if self.room() > 0 or not c.is_connected():  # (offline: loop reconnects)
                     if self._paused:
                         self._paused = False
-                        log.info("mqtt link %s: reading again (%d unacknowledged)", self.client_id, len(self._unacked))
+                        log.info("mqtt link %s: reading again (%d unacknowledged, %d uncommitted)", self.client_id,
+                                 len(self._unacked), self.uncommitted())
                     c.loop(0.05)
-                else:  # the window is full: leave the socket unread (TCP back-pressure) until commits free room
+                else:  # window or spool full: leave the socket unread (TCP back-pressure) until room is made
                     if not self._paused:
                         self._paused = True
                         self.stats["paused"] += 1
-                        log.info("mqtt link %s: %d messages unacknowledged (maxUnacked): not reading until the "
-                                 "query commits", self.client_id, len(self._unacked))
+                        log.info("mqtt link %s: %d messages not on disk yet (maxUnacked %d), %d spooled and not "
+                                 "committed (maxSpooled %d): not reading until there is room", self.client_id,
+                                 len(self._unacked), self.max_unacked, self.uncommitted(), self.max_spooled)
                     time.sleep(0.01)
                 with self.lock:
-                    self.spool.flush()
+                    self.spool.flush()  # QoS 0: handed to the OS each turn (a killed process loses none)
                 self._poll_commit()
-                self._acks(c)
-                self._pubcomps(c)
+                now = time.monotonic()
+                if now - self._synced_at >= self.ack_interval or self.room() <= 0:
+                    # A group commit: one fsync of the spool and one of the ack state per ack_interval (20 ms)
+                    # for everything that arrived meanwhile, not two per socket read.
+                    self._synced_at = now
+                    self._acks(c)
+                    self._pubcomps(c)
                 self._unstick(c)
                 if time.monotonic() - self._last_stats > 1.0:
                     self._last_stats = time.monotonic()
@@ -570,14 +602,18 @@ class MqttLink:
                     self.stats["peak_unacked"] = len(self._unacked)
 
     def _acks(self, c):
-        """Acks for everything committed: AckState saved first (they count as written from then on)."""
+        """Acks for everything on disk in the spool: AckState saved first (they count as written from then on)."""
         if not c.is_connected():
             return  # an ack written now would be dropped with the buffer on reconnect
         with self.lock:
             st, sp = self.state, self.spool
-            target = sp.committed
+            if self._handles or self._ack_now:
+                sp.sync()  # the write-ahead: on disk before the acks below go out
+            target = sp.durable
             todo, self._ack_now = self._ack_now, []
             done = [off for off in self._handles if off < target]
+            if sp.segments and sp.segments[0].b <= min(st.acked, sp.committed):
+                sp.drop_through(st.acked)  # committed by the consumer and acknowledged: no one needs them again
             if not todo and not done and target <= st.acked:
                 return
             for off in done:
@@ -587,6 +623,8 @@ class MqttLink:
                 st.held.pop(off, None)
                 if h.qos == 2:
                     st.rel.add(h.pid)
+            if len(st.rel) > self.stats["peak_awaiting_pubrel"]:
+                self.stats["peak_awaiting_pubrel"] = len(st.rel)
             st.acked = max(st.acked, target)  # what is still owed below it stays listed in `held`
             st.save()
             sp.drop_through(st.acked)  # released by what the session says, not by a timer

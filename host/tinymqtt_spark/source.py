@@ -11,8 +11,8 @@
 # one on the driver that creates the DataSource when the query's DataFrame is defined (load()), one long-lived
 # worker on the driver that answers initialOffset/latestOffset/partitions/commit for the whole life of the
 # query, and executor workers that run read(partition) for one batch. An MQTT acknowledgement must go out on
-# the session that received the message, after Spark committed the batch, and commit() is only ever called on
-# the driver's long-lived worker: so the MQTT session (tinymqtt_spark.link.MqttLink, a thread) lives there.
+# the session that received the message, the spool it is written to must outlive the batch until Spark
+# commits it, and commit() is only ever called on the driver's long-lived worker: so the MQTT session (tinymqtt_spark.link.MqttLink, a thread) lives there.
 # Executors never touch MQTT nor the driver's disk: the link writes every message to a spool
 # (tinymqtt_spark.spool) before latestOffset() may expose its offset, partitions() puts the batch's records into
 # the partitions themselves (Arrow IPC), and read() only hands them over. The spool sits in the checkpoint
@@ -25,11 +25,13 @@
 # <spool>/live once it is connected and subscribed (tinymqtt_spark.wait_live() waits for it).
 #
 # At-least-once end to end (exactly-once for QoS 2): QoS 1/2 arrive in manual-ack mode and are acknowledged
-# only after commit(end), so a crash at any point leaves every uncommitted message in the broker's session.
+# once the spool (in the checkpoint) has them on disk; the spool keeps them until Spark's commit(end), so a
+# crash at any point leaves every uncommitted message either in the broker's session (not yet on disk) or in the
+# spool, where the restarted query replays the offsets its checkpoint logged (tinymqtt_spark.link).
 # Traps handled here:
-#  - Spark calls commit() for a batch only when it plans the next one: an idle stream would never ack its last
-#    batch, so latestOffset() hands out a one-offset heartbeat (no rows) when committed-but-unacknowledged data
-#    is waiting and nothing new came in. A run-once trigger ends without a next batch: the reader then reads the
+#  - Spark calls commit() for a batch only when it plans the next one: an idle stream would never let the spool
+#    drop its last batch, so latestOffset() hands out a one-offset heartbeat (no rows) when uncommitted records
+#    wait and nothing new came in. A run-once trigger ends without a next batch: the reader then reads the
 #    last committed batch from the checkpoint's own log (commits/, offsets/) when it stops, and acknowledges it.
 #  - The reader is also instantiated (and pickled) in short-lived planner processes: it connects lazily, on
 #    the first call the long-lived worker makes, and never pickles its link.
@@ -110,6 +112,10 @@ class Config:
         if not 0 < self.max_unacked <= 60000:
             raise ValueError("option maxUnacked=%r: between 1 and 60000 (a session has 65,535 packet ids)"
                              % self.max_unacked)
+        self.max_spooled = self._int(o, "maxspooled", o.get("maxspooled", 1000000))
+        if self.max_spooled < 1:
+            raise ValueError("option maxSpooled=%r: at least 1 (records spooled and not yet committed)"
+                             % self.max_spooled)
         self.receive_maximum = self._int(o, "receivemaximum", o["receivemaximum"]) if o.get("receivemaximum") else None
         self.keepalive = self._int(o, "keepalive", o.get("keepalive", 30))
         self.max_packet_size = self._int(o, "maxpacketsize", o.get("maxpacketsize", 1 << 20))
@@ -142,7 +148,7 @@ class Config:
                         keepalive=self.keepalive, max_packet_size=self.max_packet_size,
                         segment_records=self.segment_records, fsync=self.fsync,
                         username=self.username, password=self.password, max_unacked=self.max_unacked,
-                        tls=self.tls, fail_on_data_loss=self.fail_on_data_loss,
+                        tls=self.tls, fail_on_data_loss=self.fail_on_data_loss, max_spooled=self.max_spooled,
                         committed_end=self._committed_end if self.checkpoint else None)
 
     def _committed_end(self):

@@ -1,9 +1,11 @@
-# The write-ahead spool behind deferred MQTT acks: every received message is written here, in arrival
-# order and under a consumer offset, before the consumer may see that offset, and it is acknowledged to the
-# broker only after the consumer committed it. It never talks to the network.
+# The receiver's write-ahead log: every received message is written here, in arrival order and under a consumer
+# offset, before the consumer may see that offset; it is acknowledged to the broker once it is durable here
+# (sync(): the open segment fsynced), and kept until the consumer committed it (a restarted consumer replays
+# uncommitted offsets from here, never from the broker). It never talks to the network.
 #
 # Layout of a spool directory (one per MQTT session):
-#   open-<a>.jsonl        the segment being written (offsets from a); never exposed to the consumer
+#   open-<a>.jsonl        the segment being written (offsets from a); never exposed to the consumer; fsynced by
+#                         sync() before the messages in it are acknowledged (recovery keeps its whole lines)
 #   seg-<a>-<b>.jsonl     sealed segments, offsets a <= o < b, flushed and fsynced before any offset in them
 #                         is exposed; read where the link runs (read_lines): executors never see this disk
 #   committed             {"offset": n}: the consumer committed everything below n (written before acking)
@@ -70,6 +72,7 @@ class Spool:
         self.segments = []  # sealed, in offset order
         self.committed = 0
         self.next_offset = 0
+        self.durable = 0  # every record below this offset is on disk (fsynced, or flushed with fsync off)
         self.recovered = 0  # records found on disk at start
         self._f = None
         self._a = 0
@@ -108,6 +111,7 @@ class Spool:
             if m:  # written by a process that died: keep every whole line, seal it (it was never exposed)
                 self._load(int(m.group(1)), os.path.join(self.path, name), None)
         self.next_offset = max([self.committed, self._marker("floor")] + [s.b for s in self.segments])
+        self.durable = self.next_offset
 
     def _load(self, a, path, b):
         keys, last, good = [], a - 1, 0
@@ -146,6 +150,7 @@ class Spool:
         if self._f is None:
             self._a, self._n, self._keys, self._rows = self.next_offset, 0, [], []
             self._f = open(os.path.join(self.path, "open-%020d.jsonl" % self._a), "w", buffering=1 << 20)
+            self._named = False  # the new file's directory entry is not on disk yet (sync() does it once)
         off = self.next_offset
         self._f.write(record_line(off, pid, qos, dup, retain, topic, payload, props, ts))
         self.next_offset = off + 1
@@ -161,6 +166,20 @@ class Spool:
         """Hands the open segment to the OS (no fsync): a killed process then loses no QoS 0 message it spooled."""
         if self._f is not None:
             self._f.flush()
+
+    def sync(self):
+        """Makes every record appended so far durable (the open segment flushed and fsynced, and its name once)
+        without sealing it: what may be acknowledged to the broker. Returns the durable end offset."""
+        f = self._f
+        if f is not None and self.durable < self.next_offset:
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+                if not self._named:
+                    fsync_dir(self.path)
+            self._named = True
+        self.durable = self.next_offset
+        return self.durable
 
     def seal(self):
         """Makes the open segment durable and readable (seg-a-b); offsets below next_offset may then be exposed."""
@@ -178,6 +197,7 @@ class Spool:
         if self.fsync:
             fsync_dir(self.path)
         self.segments.append(Segment(self._a, b, path, self._keys, self._rows))
+        self.durable = b
         self._in_mem += len(self._rows)
         self._rows = []
         for seg in self.segments:  # over the bound: the oldest are read from their files again
@@ -193,6 +213,7 @@ class Spool:
         self.seal()
         self.next_offset += n
         self._write_marker("floor", self.next_offset)
+        self.durable = self.next_offset
 
     def commit(self, end):
         """Records that the consumer committed every offset below `end` (before anything is acknowledged)."""

@@ -3,8 +3,11 @@
 # the query on its checkpoint whenever it fails, then the drain. Counted from what the Parquet sink committed
 # against what the publishers had acknowledged by the broker: QoS 1/2 lost, QoS 2 duplicated, QoS 1
 # duplicated; from the source's link: packet ids the broker reused while in flight, the peak unacknowledged
-# window, how often the link stopped reading at it; from mosquitto's log: messages it dropped.
-#     python -m tools.bench.spark_overload [--rate 40000] [--seconds 30] [--window 20000] [--json FILE]
+# window (received, not yet on disk), the peak of QoS 2 flows awaiting the broker's PUBREL, the peak of records
+# spooled and not yet committed by Spark, how often the link stopped reading; from mosquitto's log: messages
+# it dropped.
+#     python -m tools.bench.spark_overload [--rate 40000] [--seconds 30] [--window 20000] [--spool-cap N]
+#                                          [--json FILE]
 import argparse
 import collections
 import json
@@ -50,6 +53,7 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--publishers", type=int, default=2)
     ap.add_argument("--window", type=int, default=20000, help="the source's maxUnacked")
+    ap.add_argument("--spool-cap", type=int, default=None, help="the source's maxSpooled (default: its own)")
     ap.add_argument("--drain-timeout", type=float, default=120)
     ap.add_argument("--json", default=None)
     ap.add_argument("--publish", nargs=5, metavar=("BROKER", "TOPIC", "RATE", "SECONDS", "TAG"), help=argparse.SUPPRESS)
@@ -70,7 +74,10 @@ def main(argv=None):
 
         def start():
             df = (spark.readStream.format("mqtt").option("broker", addr).option("topic", topic)
-                  .option("checkpointLocation", ckpt).option("maxUnacked", str(a.window)).load())
+                  .option("checkpointLocation", ckpt).option("maxUnacked", str(a.window)))
+            if a.spool_cap:
+                df = df.option("maxSpooled", str(a.spool_cap))
+            df = df.load()
             return (df.selectExpr("CAST(payload AS STRING) AS body", "qos").writeStream.format("parquet")
                     .option("path", out).option("checkpointLocation", ckpt).trigger(processingTime="1 second")
                     .start())
@@ -83,12 +90,14 @@ def main(argv=None):
                                       str(a.rate / a.publishers), str(a.seconds), "p%d" % k],
                                      cwd=tools.spark.ROOT, env=env, stdout=subprocess.PIPE, text=True)
                     for k in range(a.publishers)]
-            sent, peak, paused, reused, superseded = {}, 0, 0, 0, 0
+            sent, peak, paused, reused, superseded, rel, spooled = {}, 0, 0, 0, 0, 0, 0
 
             def watch(q):
-                nonlocal peak, paused, reused, superseded
+                nonlocal peak, paused, reused, superseded, rel, spooled
                 s = tinymqtt_spark.link_stats(ckpt)
                 peak = max(peak, s.get("peak_unacked", 0), s.get("unacked", 0))
+                rel = max(rel, s.get("peak_awaiting_pubrel", 0), s.get("awaiting_pubrel", 0))
+                spooled = max(spooled, s.get("uncommitted", 0))
                 paused = max(paused, s.get("paused", 0))
                 reused = max(reused, s.get("pid_reused", 0))
                 superseded = max(superseded, s.get("pid_superseded", 0))
@@ -132,15 +141,17 @@ def main(argv=None):
                dup_qos1=sum(copies[b] - 1 for b, q in owed.items() if q == 1 and copies[b] > 1),
                dup_qos2=sum(copies[b] - 1 for b, q in owed.items() if q == 2 and copies[b] > 1),
                unknown_rows=sum(1 for b in copies if b not in owed), peak_unacked=peak,
+               peak_awaiting_pubrel=rel, peak_uncommitted_sampled=spooled,
                pid_reused=reused, pid_superseded=superseded, paused=stats.get("paused"),
                link=stats, broker_dropped_lines=sum(1 for line in log.splitlines() if "dropped" in line.lower()))
     print(json.dumps({k: v for k, v in res.items() if k != "link"}))
     print("overload: %d published (%d msgs/s of %d target) in %.0f s, %d query failures; drained %.1f s after the "
-          "publishers; QoS 1 lost %d dup %d, QoS 2 lost %d dup %d; peak unacked %d (window %d), packet ids reused "
-          "%d, broker drop lines %d" % (res["published"], res["publish_rate"], a.rate, a.seconds,
-                                        len(res["failures"]), res["drained_after_s"], res["lost_qos1"],
-                                        res["dup_qos1"], res["lost_qos2"], res["dup_qos2"], res["peak_unacked"],
-                                        a.window, res["pid_reused"], res["broker_dropped_lines"]))
+          "publishers; QoS 1 lost %d dup %d, QoS 2 lost %d dup %d; peak unacked %d (window %d), peak awaiting "
+          "PUBREL %d, peak uncommitted %d (sampled), reading paused %s times, packet ids reused %d, broker drop "
+          "lines %d" % (res["published"], res["publish_rate"], a.rate, a.seconds, len(res["failures"]),
+                        res["drained_after_s"], res["lost_qos1"], res["dup_qos1"], res["lost_qos2"], res["dup_qos2"],
+                        res["peak_unacked"], a.window, rel, spooled, res["paused"], res["pid_reused"],
+                        res["broker_dropped_lines"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
