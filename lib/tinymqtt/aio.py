@@ -28,31 +28,66 @@ _UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every 
 _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
 
 
-class _Parked:
-    """MicroPython: where one task waits until wake(), as on an Event but reusable: Event.wait() makes an object
-    every wait, `await parked` none (it follows asyncio's own sleep_ms() generator). It sits in the task's data as
-    asyncio's queues do, so cancelling the task takes it out (remove())."""
-    task = None
-    stop = StopIteration()  # (raised again at every wake: one for every _Parked)
+class _Changes:
+    """MicroPython: an asyncio Event made for waiting often. `await changes.wait()` parks the task until the next
+    set() and makes no object (Event.wait() makes a coroutine every wait); every waiter looks at its own condition
+    before it waits, with no await in between, so no set() slips by (clear() has nothing to do). Any number of
+    tasks may wait: `await` calls __iter__ and then steps at once, so the task stepping right after __iter__ is
+    one starting its wait; a task stepping again was woken by set(). The parked tasks sit in a TaskQueue, as an
+    Event's do, so cancelling one takes it out (its remove())."""
+
+    def __init__(self):
+        self.waiting = asyncio.core.TaskQueue()
+        self.starting = None  # the task between __iter__ and its first step
+        self.stop = StopIteration()  # (raised again at every wake)
+
+    def wait(self):
+        return self
+
+    def clear(self):
+        pass
+
+    def set(self):
+        q = self.waiting
+        while q.peek():
+            asyncio.core._task_queue.push(q.pop())
 
     def __iter__(self):
+        self.starting = asyncio.current_task()
         return self
 
     def __next__(self):
-        if self.task is None:  # the first step parks the task: no queue of asyncio's holds it until wake()
-            t = self.task = asyncio.current_task()
-            t.data = self
+        t = self.starting
+        if t is not None:  # the first step parks the task until set()
+            self.starting = None
+            self.waiting.push(t)
+            t.data = self.waiting
             return None
-        self.task = None  # the second, after wake(), ends the await
-        self.stop.__traceback__ = None
+        self.stop.__traceback__ = None  # the second, once woken, ends the await
         raise self.stop
 
-    def wake(self):
-        if self.task is not None and self.task.data is self:
-            asyncio.core._task_queue.push(self.task)  # (clears task.data: the next step ends the await)
 
-    def remove(self, task):  # (asyncio, cancelling the task)
-        self.task = None
+class ReadWait:
+    """MicroPython: `await` it and the task waits in asyncio's IO queue until the socket has bytes to read (what
+    MicroPython's Stream.readinto() does before it reads), made once per connection: the coroutine of a read was
+    one object per read. The ports' streams hand it out in readable(); only the reader task awaits it."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.waited = False
+        self.stop = StopIteration()
+
+    def __iter__(self):
+        self.waited = False  # (a wait cut short by a cancel starts again clean)
+        return self
+
+    def __next__(self):
+        if not self.waited:
+            self.waited = True
+            asyncio.core._io_queue.queue_read(self.sock)  # (the IO queue wakes the task: no rescheduling here)
+            return None
+        self.stop.__traceback__ = None
+        raise self.stop
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
@@ -81,11 +116,12 @@ class AsyncClient(Driver):
         # stops it, flows awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its own packet
         # id in _done), publish() waiting for a free in-flight slot, the reader parked behind a full inbox. Set at
         # every session event, every end of a link, and when a full inbox frees a place; each waiter then checks
-        # its own condition again (docs/size.md: why not an Event per flow).
-        self._changed = asyncio.Event()
+        # its own condition again (docs/size.md: why not an Event per flow). MicroPython: a _Changes, whose waits
+        # make no object.
+        self._changed = _Changes() if _DONE else asyncio.Event()
         # Where the writer task waits for publish() to leave a message in `out` (MicroPython): it writes it, with
         # every message queued behind it, once the publishing task waits: a burst leaves in few large writes.
-        self._queued = _DONE and _Parked()
+        self._queued = _DONE and _Changes()
 
     _closed = False
     _tasks = ()  # the reader and the ticker, once connect() started them
@@ -189,7 +225,7 @@ class AsyncClient(Driver):
         if qos and wait:
             return self.flush(pid)
         if _DONE and self._tasks and s.outlen * 2 < s.out_size:  # room for more: the writer task sends it
-            self._queued.wake()
+            self._queued.set()
             return _DONE
         return self.flush()
 
@@ -280,7 +316,7 @@ class AsyncClient(Driver):
         except _LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
             self._close(e)  # it is awaited on
             if pid:
-                return await self._result(pid, self._changed.wait())
+                return await self._result(pid, _sleep_ms(0))
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)
         return None if arg is ... else getattr(arg, "codes", arg)
@@ -301,7 +337,8 @@ class AsyncClient(Driver):
                     await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
                     await self._open()
                     continue
-                n = await st.readinto(s.inbuf, s.inlen)
+                await st.readable(s.inbuf, s.inlen)  # (MicroPython: the stream's ReadWait, no object per read)
+                n = st.readinto(s.inbuf, s.inlen)
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
                     n = 0
@@ -342,7 +379,7 @@ class AsyncClient(Driver):
             if s.outlen and self.transport:
                 await self.flush()  # (a link error closes the link: the reader task reconnects)
             else:
-                await self._queued  # (no await since the check: a message queued meanwhile wakes it)
+                await self._queued.wait()  # (no await since the check: a message queued meanwhile wakes it)
 
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy

@@ -8,6 +8,8 @@ from tinymqtt_board import (BUSY, _TLS_VERIFY_FAILED, _code, _connect_failed, _n
 class Stream:
     """One asyncio connection for aio.AsyncClient over MicroPython's asyncio streams."""
 
+    _n = 0  # what readable() read into the buffer, for readinto() (a stream without MicroPython's internals)
+
     def __init__(self, reader, writer):
         self.r, self.w = reader, writer
         self._buf = self._mv = None
@@ -15,34 +17,54 @@ class Stream:
         self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
         if self._raw is not None:
             import asyncio
+            from tinymqtt.aio import ReadWait
+            self._wait = ReadWait(self._raw)  # awaited for every read: made once
             self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
-            self._io = asyncio.core._io_queue
 
-    def readinto(self, buf, off):
-        # A plain generator, which MicroPython awaits as a coroutine: it waits in the asyncio loop for the socket
-        # and reads it, as MicroPython's Stream.readinto() does, without that coroutine of its own (one object
-        # less every read); a stream without MicroPython's internals (no .s) has its own readinto awaited.
+    def _view(self, buf, off):
         if buf is not self._buf:
             self._buf, self._mv = buf, memoryview(buf)
+        return self._mv[off:] if off else self._mv  # no view made at offset 0
+
+    def readable(self, buf, off):
+        """An awaitable, done once the socket has bytes for readinto(): MicroPython's Stream.readinto() waits so
+        before it reads (made once here: its coroutine was one object per read). A stream without MicroPython's
+        internals (no .s) reads in the wait, and readinto() hands over what came."""
+        return self._wait if self._raw is not None else self._read(buf, off)
+
+    async def _read(self, buf, off):
+        try:
+            n = await self.r.readinto(self._view(buf, off))
+        except OSError as e:
+            if _code(e) in BUSY:
+                return
+            raise lost(e)
+        except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+            raise _not_verified(e)
+        if n is not None and not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        self._n = n or 0
+
+    def readinto(self, buf, off):
+        """Bytes read into buf[off:] now, 0 when none (or no whole TLS record yet)."""
         raw = self._raw
-        while True:
-            try:
-                if raw is None:
-                    n = yield from self.r.readinto(self._mv[off:] if off else self._mv)
-                else:
-                    yield self._io.queue_read(raw)
-                    n = raw.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
-            except OSError as e:
-                if _code(e) in BUSY:
-                    continue
-                raise lost(e)
-            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
-                raise _not_verified(e)
-            if n is None:  # woken, but no whole TLS record yet
-                continue
-            if not n:
-                raise ConnectionLost(0x80, "the server closed the connection")
+        if raw is None:
+            n = self._n
+            self._n = 0
             return n
+        try:
+            n = raw.readinto(self._view(buf, off))
+        except OSError as e:
+            if _code(e) in BUSY:
+                return 0
+            raise lost(e)
+        except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+            raise _not_verified(e)
+        if n is None:  # nothing after all, or no whole TLS record yet
+            return 0
+        if not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
 
     def write(self, buf, n):
         try:
