@@ -19,13 +19,19 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 # What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
 # awaiting it allocates nothing and cannot fail. (CPython: None)
 _YIELD = getattr(asyncio, "SingletonGenerator", None)
-# An awaitable that is already done (a SingletonGenerator with no time set ends at its first step): what publish()
-# returns when it left the message in `out` for the writer task. (CPython: None, publish() writes every message)
-_DONE = _YIELD and _YIELD()
+# An awaitable that is already done: what publish() returns when it left the message in `out` for the writer
+# task. An iterator with nothing left, which `await` ends at once inside the VM (a SingletonGenerator with no time
+# set took two calls of Python methods and a raise). (CPython: None, publish() writes every message)
+_DONE = _YIELD and iter(())
 _PUBLISH = const(3)  # the session's event for a received message (a packet type: tinymqtt.wire's NAMES)
 # What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
 _UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every slot was taken)
 _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
+
+
+def _streaming(s):
+    # A streamed payload (length=, stream.py) owns `out` until its last byte (a build without stream.py: never)
+    return getattr(s, "_feed", None) is not None
 
 
 class _Changes:
@@ -203,7 +209,7 @@ class AsyncClient(Driver):
         of n bytes, sent piece by piece (docs/streaming.md)."""
         return self.session.publish(topic, payload, qos, retain, props, length)
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True, length=None):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
         (0, or 0x10 no matching subscribers), and raises NotDelivered when the server refused the message or it
         was lost with a session the server no longer has; else returns None once the message is queued
@@ -213,17 +219,27 @@ class AsyncClient(Driver):
         No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable of asyncio's (done, or its
         bare yield): await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
         it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
-        awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection)."""
-        if self._closed or (qos and wait and not self._tasks):
-            check_publish(self.session, topic, payload, qos, retain, props)  # (an invalid argument says so first)
+        awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection).
+        length=n: payload is a source of n bytes (a file opened on flash), read piece by piece into `out` as the
+        stream sends them (docs/streaming.md); the await ends once the whole payload is written, at the earliest. A
+        source that ends short ends the connection (the server was promised n bytes): ConnectionLost, raised here
+        when it ended within the first piece, else in last_error."""
+        if self._closed or (qos and wait and not self._tasks):  # (an invalid argument says so first)
+            check_publish(self.session, topic, payload if length is None else b"", qos, retain, props)
             raise ConnectionLost(0x80, "not connected: %s" % ("the client was closed (disconnect() or close())"
                                                               if self._closed else "call connect() first"))
         s = self.session
-        pid = s.publish(topic, payload, qos, retain, props)
+        try:
+            pid = s.publish(topic, payload, qos, retain, props, length)
+        except ConnectionLost as e:  # a streamed payload's source ended short: the PUBLISH begun in `out` cannot
+            self._close(e)  # be finished, so the connection ends (stream.py)
+            raise
         if pid < 0:  # every in-flight slot is taken
-            return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
+            return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait, length))
         if qos and wait:
             return self.flush(pid)
+        if length is not None:  # (written now, piece by piece: not left to the writer task)
+            return self.flush()
         if _DONE and self._tasks and s.outlen * 2 < s.out_size:  # room for more: the writer task sends it
             self._queued.set()
             return _DONE
@@ -250,10 +266,34 @@ class AsyncClient(Driver):
             self._write()
             t = self.transport
             d = t.drain() if t else _sleep_ms(0)
+            if _streaming(self.session):  # a streamed payload's next piece waits in `out`: write them all
+                d = self._pieces(d)
         except _LINK_ERRORS as e:
             self._close(e)
             d = _sleep_ms(0)
         return d if not pid and type(d) is _YIELD else self._result(pid, d)
+
+    def _write(self):
+        # Driver's, except that a streamed payload goes a piece per call: each piece is written once the stream
+        # sent the last (flush() drains between them), so what the socket has not taken yet, which MicroPython's
+        # stream keeps a copy of, is never more than a piece, and the payload is never whole in RAM.
+        s = self.session
+        t = self.transport
+        while s.outlen and t:
+            n = s.outlen
+            s.outlen = 0
+            t.write(s.out, n)
+            s.pump()  # (a streamed payload: its next piece, read from the source into `out`)
+            if _streaming(s):
+                return
+
+    async def _pieces(self, drain):
+        # The rest of a streamed payload once drain (the last piece's) is done: a piece written, then drained.
+        # (A link error reaches _result(), which closes the link.)
+        await drain
+        while _streaming(self.session) and self.transport:
+            self._write()
+            await self.transport.drain()
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
