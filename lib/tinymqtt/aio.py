@@ -216,8 +216,8 @@ class AsyncClient(Driver):
         (publish_nowait() gives its packet id). On MicroPython a message that leaves `out` less than half full
         returns at once and goes out when this task next waits (the writer task writes the burst in one go);
         else it is written now (`await flush()` or disconnect() also write it now: before a deep sleep).
-        No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable of asyncio's (done, or its
-        bare yield): await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
+        No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable already done (_DONE) or
+        asyncio's bare yield; QoS 1/2 awaiting its flow, one coroutine (_result). Await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
         it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
         awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection).
         length=n: payload is a source of n bytes (a file opened on flash), read piece by piece into `out` as the
