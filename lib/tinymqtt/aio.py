@@ -217,9 +217,10 @@ class AsyncClient(Driver):
         returns at once and goes out when this task next waits (the writer task writes the burst in one go);
         else it is written now (`await flush()` or disconnect() also write it now: before a deep sleep).
         No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable already done (_DONE) or
-        asyncio's bare yield; QoS 1/2 awaiting its flow, one coroutine (_result). Await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
-        it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
-        awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection).
+        asyncio's bare yield; QoS 1/2 awaiting its flow, one coroutine (_result). Await it directly
+        (asyncio.create_task() and wait_for() want a coroutine of yours around it). Raises ConnectionLost when no
+        connection can carry it: after disconnect() or close(), and, awaiting a QoS 1/2 flow, before connect()
+        (publish_nowait() or wait=False queues it for the connection).
         length=n: payload is a source of n bytes (a file opened on flash), read piece by piece into `out` as the
         stream sends them (docs/streaming.md); the await ends once the whole payload is written, at the earliest. A
         source that ends short ends the connection (the server was promised n bytes): ConnectionLost, raised here
