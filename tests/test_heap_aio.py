@@ -4,7 +4,7 @@
 # proves it), nor does `await publish()` at QoS 0 on the unix port (publish() is no coroutine: it returns an
 # awaitable already done, or the stream's own yield; the WebAssembly build's asyncio allocates 16 B for that yield
 # itself). At QoS 1/2 it costs one object of ours per flow, its coroutine (_result: 112 / 224 B on 32 / 64-bit): the
-# waits make none (aio._Changes, the ports' ReadWait). The rest is asyncio's, at each wait of the reader task for
+# waits make none (aio._Changes, the ports' SocketWait). The rest is asyncio's, at each wait of the reader task for
 # the socket: MicroPython's IO queue makes a list and a poll registration (112 B / 96 B) and, on the 32-bit unix
 # port, whose heap lies above 1 GiB, four id() big ints (128 B; an ESP32's or RP2040's fit small ints); on the
 # simulated board the read's coroutine and the bridge to Node (~276 B). QoS 2 waits twice. Those figures are

@@ -73,13 +73,15 @@ class _Changes:
         raise self.stop
 
 
-class ReadWait:
-    """MicroPython: `await` it and the task waits in asyncio's IO queue until the socket has bytes to read (what
-    MicroPython's Stream.readinto() does before it reads), made once per connection: the coroutine of a read was
-    one object per read. The ports' streams hand it out in readable(); only the reader task awaits it."""
+class SocketWait:
+    """MicroPython: `await` it and the task waits in asyncio's IO queue until the socket has bytes to read (or, made
+    with writing=True, room to write), as MicroPython's Stream methods wait before they read or write; made once per
+    connection: their coroutine was one object per wait. The ports' streams use them; one task at a time awaits
+    each (asyncio keeps one waiting reader and one waiting writer per socket)."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, writing=False):
         self.sock = sock
+        self.writing = writing
         self.waited = False
         self.stop = StopIteration()
 
@@ -90,7 +92,11 @@ class ReadWait:
     def __next__(self):
         if not self.waited:
             self.waited = True
-            asyncio.core._io_queue.queue_read(self.sock)  # (the IO queue wakes the task: no rescheduling here)
+            q = asyncio.core._io_queue  # (it wakes the task: no rescheduling here)
+            if self.writing:
+                q.queue_write(self.sock)
+            else:
+                q.queue_read(self.sock)
             return None
         self.stop.__traceback__ = None
         raise self.stop
@@ -378,7 +384,7 @@ class AsyncClient(Driver):
                     await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
                     await self._open()
                     continue
-                await st.readable(s.inbuf, s.inlen)  # (MicroPython: the stream's ReadWait, no object per read)
+                await st.readable(s.inbuf, s.inlen)  # (MicroPython: the stream's SocketWait, no object per read)
                 n = st.readinto(s.inbuf, s.inlen)
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked

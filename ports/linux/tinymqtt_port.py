@@ -217,15 +217,21 @@ class AsyncTransport:
 
 
 class MicroStream(AsyncTransport):
-    """MicroPython's asyncio stream, used through its socket (.s) and what it could not send yet (.out_buf), as its
-    own Stream methods do, without their coroutine per call: awaiting a read or a drain makes no object."""
+    """MicroPython's asyncio stream, used through its socket (.s) as its own Stream methods do, without their
+    coroutine per call: awaiting a read or a drain makes no object. What the socket does not take is kept here, not
+    in the Stream's out_buf: its drain() drops what another task writes meanwhile, and a second task's drain would
+    take the first one's place in asyncio's IO queue (that one would never wake)."""
+
+    _pending = b""  # what the socket has not taken yet: a copy, as the caller reuses its buffer
+    _draining = None  # an Event while a task writes _pending out (one at a time)
 
     def __init__(self, reader, writer, host=""):
         AsyncTransport.__init__(self, reader, writer, host)
         import asyncio
-        from tinymqtt.aio import ReadWait
+        from tinymqtt.aio import SocketWait
         self._raw = writer.s
-        self._wait = ReadWait(writer.s)
+        self._wait = SocketWait(writer.s)
+        self._room = SocketWait(writer.s, writing=True)
         self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
         self._buf = self._mv = None
 
@@ -248,20 +254,36 @@ class MicroStream(AsyncTransport):
     def write(self, buf, n):
         try:
             k = 0
-            if not self.w.out_buf:  # Stream.write's own first step, without the view it would need
+            if not self._pending:  # (else behind it, in order)
                 k = self._raw.write(buf, 0, n) or 0
-            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
-                self.w.write(memoryview(buf)[k:n])
+            if k < n:  # the socket is full: a copy of the rest, for drain()
+                self._pending += memoryview(buf)[k:n]
         except (OSError, ValueError) as e:
             raise _link_failed(e, self.host)
 
     def drain(self):
-        """An awaitable. When write() left nothing queued (the usual case), only the yield that MicroPython's own
+        """An awaitable. When write() left nothing pending (the usual case), only the yield that MicroPython's own
         Stream.drain() makes then: without its coroutine and ours, two objects per publish, which kept
         MicroPython's allocator busy enough to cut asyncio QoS 0 eightfold."""
-        if not self.w.out_buf:
+        if not self._pending:
             return self._yield(0)
-        return AsyncTransport.drain(self)
+        return self._drain()
+
+    async def _drain(self):
+        import asyncio
+        while self._draining:  # another task is writing it out: wait for the end of its drain
+            await self._draining.wait()
+        ev = self._draining = asyncio.Event()
+        try:
+            while self._pending:  # (with what other tasks write meanwhile)
+                await self._room
+                k = self._raw.write(self._pending) or 0
+                self._pending = self._pending[k:]
+        except (OSError, ValueError) as e:
+            raise _link_failed(e, self.host)
+        finally:
+            self._draining = None
+            ev.set()
 
     def close(self):
         try:
