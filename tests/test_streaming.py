@@ -299,6 +299,40 @@ async def test_the_asyncio_client_takes_chunks_and_publishes_from_a_source(broke
     await rx.disconnect()
 
 
+async def test_await_publish_streams_from_a_source_and_ends_with_the_flow(broker):
+    # `await publish(topic, src, q, length=n)`: the payload goes through the 1 KB `out` piece by piece (it never
+    # grows), the await ends once it is all written (QoS 0, wait=False) or its flow completed (QoS 1/2: the reason
+    # code), and a source that ends short at the first piece raises ConnectionLost there, ending the connection.
+    import asyncio
+    from tinymqtt.aio import AsyncClient
+    from tinymqtt.errors import ConnectionLost
+    rx = AsyncClient(broker.host, broker.port, client_id="st-aw-rx", version=5, max_stream_size=1 << 20, **SMALL)
+    tx = AsyncClient(broker.host, broker.port, client_id="st-aw-tx", version=5, reconnect=False, **SMALL)
+    await rx.connect()
+    await tx.connect()
+    got = Collector()
+    await rx.subscribe("st/aw/#", 2, handler=got, chunks=True)
+    data = {q: os.urandom(60_000 + q) for q in range(3)}
+    for q in range(3):
+        src = Reads(data[q])
+        r = await tx.publish("st/aw/%d" % q, src, q, length=len(data[q]))
+        assert r == (0 if q else None) and src.f.tell() == len(data[q]) and len(tx.session.out) == 1024
+        assert src.seeks == (1 if q else 0)
+    src = Reads(data[0])
+    assert await tx.publish("st/aw/nowait", src, 1, wait=False, length=len(data[0])) is None
+    assert src.f.tell() == len(data[0])  # written whole before the await ended
+    for _ in range(200):
+        if len(got.done) == 4:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(got.done) == sorted([("st/aw/%d" % q, q, data[q]) for q in range(3)] + [("st/aw/nowait", 1, data[0])])
+    with pytest.raises(ConnectionLost) as e:
+        await tx.publish("st/aw/short", Reads(b"x" * 100), 0, length=5000)
+    assert "short" in str(e.value) and not tx.is_connected() and tx.last_error is e.value
+    await tx.close()
+    await rx.disconnect()
+
+
 # ---------------------------------------------------------------- bad bytes from the network (sans-IO)
 
 def connected_session(v=4):
@@ -410,7 +444,8 @@ def test_streamed_publish_from_a_file_on_the_unix_ports(broker, board):
 
 @pytest.mark.parametrize("v", [4, 5])
 def test_the_asyncio_client_streams_both_ways_on_the_unix_port(broker, v):
-    """tests/sim_apps/stream_aio.py with a heap smaller than the 256 KB image it receives."""
+    """tests/sim_apps/stream_aio.py with a heap smaller than the 256 KB image it receives and the 256 KB file it
+    publishes with `await publish(..., length=n)`."""
     import tools.sim
     if not os.path.exists(tools.sim.MICROPYTHON):
         pytest.skip("no MicroPython unix port")
@@ -424,6 +459,7 @@ def test_the_asyncio_client_streams_both_ways_on_the_unix_port(broker, v):
     rx.connect()
     got = Collector()
     rx.subscribe(prefix + "up", 1, handler=got, chunks=True)
+    rx.subscribe(prefix + "up2", 1, handler=got, chunks=True)
     env = dict(BROKER_HOST=broker.host, BROKER_PORT=broker.port, PREFIX=prefix, VERSION=v)
     p = tools.sim.run_app(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim_apps", "stream_aio.py"),
                           env=env, board="unix", heap="192k", timeout=120)
@@ -431,11 +467,15 @@ def test_the_asyncio_client_streams_both_ways_on_the_unix_port(broker, v):
     assert p.returncode == 0 and len(res) == 1, "exit %d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
     res = res[0]
     assert res["bytes"] == len(image) and res["sum"] == sum(image) & 0xFFFF and res["chunks"] > 64, res
-    assert res["published"] == 100000 and wait(rx, lambda: got.done)
+    assert res["published"] == 100000 and res["awaited"] == 256 << 10 and res["reason"] == 0, res
+    assert wait(rx, lambda: len(got.done) == 2)
     expected = bytearray(100000)
     for i in range(100):
         expected[i * 1000] = i & 255
-    assert got.done == [(prefix + "up", 1, bytes(expected))]
+    expected2 = bytearray(256 << 10)
+    for i in range(256):
+        expected2[i * 1024] = (i + 7) & 255
+    assert got.done == [(prefix + "up", 1, bytes(expected)), (prefix + "up2", 1, bytes(expected2))]
     rx.disconnect()
 
 

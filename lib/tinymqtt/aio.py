@@ -19,40 +19,87 @@ _sleep_ms = getattr(asyncio, "sleep_ms", None) or (lambda ms: asyncio.sleep(ms /
 # What MicroPython's sleep_ms() returns (one shared object, also a port's drain() when the socket took everything):
 # awaiting it allocates nothing and cannot fail. (CPython: None)
 _YIELD = getattr(asyncio, "SingletonGenerator", None)
-# An awaitable that is already done (a SingletonGenerator with no time set ends at its first step): what publish()
-# returns when it left the message in `out` for the writer task. (CPython: None, publish() writes every message)
-_DONE = _YIELD and _YIELD()
+# An awaitable that is already done: what publish() returns when it left the message in `out` for the writer
+# task. An iterator with nothing left, which `await` ends at once inside the VM (a SingletonGenerator with no time
+# set took two calls of Python methods and a raise). (CPython: None, publish() writes every message)
+_DONE = _YIELD and iter(())
 _PUBLISH = const(3)  # the session's event for a received message (a packet type: tinymqtt.wire's NAMES)
 # What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
 _UNTIL_FREE_SLOT = const(-1)  # an in-flight slot frees: publish() again (every slot was taken)
 _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
 
 
-class _Parked:
-    """MicroPython: where one task waits until wake(), as on an Event but reusable: Event.wait() makes an object
-    every wait, `await parked` none (it follows asyncio's own sleep_ms() generator). It sits in the task's data as
-    asyncio's queues do, so cancelling the task takes it out (remove())."""
-    task = None
-    stop = StopIteration()  # (raised again at every wake: one for every _Parked)
+def _streaming(s):
+    # A streamed payload (length=, stream.py) owns `out` until its last byte (a build without stream.py: never)
+    return getattr(s, "_feed", None) is not None
+
+
+class _Changes:
+    """MicroPython: an asyncio Event made for waiting often. `await changes.wait()` parks the task until the next
+    set() and makes no object (Event.wait() makes a coroutine every wait); every waiter looks at its own condition
+    before it waits, with no await in between, so no set() slips by (clear() has nothing to do). Any number of
+    tasks may wait: `await` calls __iter__ and then steps at once, so the task stepping right after __iter__ is
+    one starting its wait; a task stepping again was woken by set(). The parked tasks sit in a TaskQueue, as an
+    Event's do, so cancelling one takes it out (its remove())."""
+
+    def __init__(self):
+        self.waiting = asyncio.core.TaskQueue()
+        self.starting = None  # the task between __iter__ and its first step
+        self.stop = StopIteration()  # (raised again at every wake)
+
+    def wait(self):
+        return self
+
+    def clear(self):
+        pass
+
+    def set(self):
+        q = self.waiting
+        while q.peek():
+            asyncio.core._task_queue.push(q.pop())
 
     def __iter__(self):
+        self.starting = asyncio.current_task()
         return self
 
     def __next__(self):
-        if self.task is None:  # the first step parks the task: no queue of asyncio's holds it until wake()
-            t = self.task = asyncio.current_task()
-            t.data = self
+        t = self.starting
+        if t is not None:  # the first step parks the task until set()
+            self.starting = None
+            self.waiting.push(t)
+            t.data = self.waiting
             return None
-        self.task = None  # the second, after wake(), ends the await
-        self.stop.__traceback__ = None
+        self.stop.__traceback__ = None  # the second, once woken, ends the await
         raise self.stop
 
-    def wake(self):
-        if self.task is not None and self.task.data is self:
-            asyncio.core._task_queue.push(self.task)  # (clears task.data: the next step ends the await)
 
-    def remove(self, task):  # (asyncio, cancelling the task)
-        self.task = None
+class SocketWait:
+    """MicroPython: `await` it and the task waits in asyncio's IO queue until the socket has bytes to read (or, made
+    with writing=True, room to write), as MicroPython's Stream methods wait before they read or write; made once per
+    connection: their coroutine was one object per wait. The ports' streams use them; one task at a time awaits
+    each (asyncio keeps one waiting reader and one waiting writer per socket)."""
+
+    def __init__(self, sock, writing=False):
+        self.sock = sock
+        self.writing = writing
+        self.waited = False
+        self.stop = StopIteration()
+
+    def __iter__(self):
+        self.waited = False  # (a wait cut short by a cancel starts again clean)
+        return self
+
+    def __next__(self):
+        if not self.waited:
+            self.waited = True
+            q = asyncio.core._io_queue  # (it wakes the task: no rescheduling here)
+            if self.writing:
+                q.queue_write(self.sock)
+            else:
+                q.queue_read(self.sock)
+            return None
+        self.stop.__traceback__ = None
+        raise self.stop
 
 
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
@@ -81,11 +128,12 @@ class AsyncClient(Driver):
         # stops it, flows awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its own packet
         # id in _done), publish() waiting for a free in-flight slot, the reader parked behind a full inbox. Set at
         # every session event, every end of a link, and when a full inbox frees a place; each waiter then checks
-        # its own condition again (docs/size.md: why not an Event per flow).
-        self._changed = asyncio.Event()
+        # its own condition again (docs/size.md: why not an Event per flow). MicroPython: a _Changes, whose waits
+        # make no object.
+        self._changed = _Changes() if _DONE else asyncio.Event()
         # Where the writer task waits for publish() to leave a message in `out` (MicroPython): it writes it, with
         # every message queued behind it, once the publishing task waits: a burst leaves in few large writes.
-        self._queued = _DONE and _Parked()
+        self._queued = _DONE and _Changes()
 
     _closed = False
     _tasks = ()  # the reader and the ticker, once connect() started them
@@ -167,29 +215,40 @@ class AsyncClient(Driver):
         of n bytes, sent piece by piece (docs/streaming.md)."""
         return self.session.publish(topic, payload, qos, retain, props, length)
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, wait=True, length=None):
         """`await publish(...)`: for QoS 1/2 with wait=True, returns when the flow completes with its reason code
         (0, or 0x10 no matching subscribers), and raises NotDelivered when the server refused the message or it
         was lost with a session the server no longer has; else returns None once the message is queued
         (publish_nowait() gives its packet id). On MicroPython a message that leaves `out` less than half full
         returns at once and goes out when this task next waits (the writer task writes the burst in one go);
         else it is written now (`await flush()` or disconnect() also write it now: before a deep sleep).
-        No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable of asyncio's (done, or its
-        bare yield): await it directly (asyncio.create_task() and wait_for() want a coroutine of yours around
-        it). Raises ConnectionLost when no connection can carry it: after disconnect() or close(), and,
-        awaiting a QoS 1/2 flow, before connect() (publish_nowait() or wait=False queues it for the connection)."""
-        if self._closed or (qos and wait and not self._tasks):
-            check_publish(self.session, topic, payload, qos, retain, props)  # (an invalid argument says so first)
+        No coroutine of its own: QoS 0 allocates nothing, as it returns an awaitable already done (_DONE) or
+        asyncio's bare yield; QoS 1/2 awaiting its flow, one coroutine (_result). Await it directly
+        (asyncio.create_task() and wait_for() want a coroutine of yours around it). Raises ConnectionLost when no
+        connection can carry it: after disconnect() or close(), and, awaiting a QoS 1/2 flow, before connect()
+        (publish_nowait() or wait=False queues it for the connection).
+        length=n: payload is a source of n bytes (a file opened on flash), read piece by piece into `out` as the
+        stream sends them (docs/streaming.md); the await ends once the whole payload is written, at the earliest. A
+        source that ends short ends the connection (the server was promised n bytes): ConnectionLost, raised here
+        when it ended within the first piece, else in last_error."""
+        if self._closed or (qos and wait and not self._tasks):  # (an invalid argument says so first)
+            check_publish(self.session, topic, payload if length is None else b"", qos, retain, props)
             raise ConnectionLost(0x80, "not connected: %s" % ("the client was closed (disconnect() or close())"
                                                               if self._closed else "call connect() first"))
         s = self.session
-        pid = s.publish(topic, payload, qos, retain, props)
+        try:
+            pid = s.publish(topic, payload, qos, retain, props, length)
+        except ConnectionLost as e:  # a streamed payload's source ended short: the PUBLISH begun in `out` cannot
+            self._close(e)  # be finished, so the connection ends (stream.py)
+            raise
         if pid < 0:  # every in-flight slot is taken
-            return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait))
+            return self._result(_UNTIL_FREE_SLOT, (topic, payload, qos, retain, props, wait, length))
         if qos and wait:
             return self.flush(pid)
+        if length is not None:  # (written now, piece by piece: not left to the writer task)
+            return self.flush()
         if _DONE and self._tasks and s.outlen * 2 < s.out_size:  # room for more: the writer task sends it
-            self._queued.wake()
+            self._queued.set()
             return _DONE
         return self.flush()
 
@@ -214,10 +273,34 @@ class AsyncClient(Driver):
             self._write()
             t = self.transport
             d = t.drain() if t else _sleep_ms(0)
+            if _streaming(self.session):  # a streamed payload's next piece waits in `out`: write them all
+                d = self._pieces(d)
         except _LINK_ERRORS as e:
             self._close(e)
             d = _sleep_ms(0)
         return d if not pid and type(d) is _YIELD else self._result(pid, d)
+
+    def _write(self):
+        # Driver's, except that a streamed payload goes a piece per call: each piece is written once the stream
+        # sent the last (flush() drains between them), so what the socket has not taken yet, which MicroPython's
+        # stream keeps a copy of, is never more than a piece, and the payload is never whole in RAM.
+        s = self.session
+        t = self.transport
+        while s.outlen and t:
+            n = s.outlen
+            s.outlen = 0
+            t.write(s.out, n)
+            s.pump()  # (a streamed payload: its next piece, read from the source into `out`)
+            if _streaming(s):
+                return
+
+    async def _pieces(self, drain):
+        # The rest of a streamed payload once drain (the last piece's) is done: a piece written, then drained.
+        # (A link error reaches _result(), which closes the link.)
+        await drain
+        while _streaming(self.session) and self.transport:
+            self._write()
+            await self.transport.drain()
 
     async def ack(self, message):
         """Manual-ack mode: acknowledge a message once it is safely handled."""
@@ -280,7 +363,7 @@ class AsyncClient(Driver):
         except _LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
             self._close(e)  # it is awaited on
             if pid:
-                return await self._result(pid, self._changed.wait())
+                return await self._result(pid, _sleep_ms(0))
         finally:  # (cancelled by wait_for...: nobody waits any more)
             arg = self._outcome(pid)
         return None if arg is ... else getattr(arg, "codes", arg)
@@ -301,7 +384,8 @@ class AsyncClient(Driver):
                     await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
                     await self._open()
                     continue
-                n = await st.readinto(s.inbuf, s.inlen)
+                await st.readable(s.inbuf, s.inlen)  # (MicroPython: the stream's SocketWait, no object per read)
+                n = st.readinto(s.inbuf, s.inlen)
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
                     n = 0
@@ -342,7 +426,7 @@ class AsyncClient(Driver):
             if s.outlen and self.transport:
                 await self.flush()  # (a link error closes the link: the reader task reconnects)
             else:
-                await self._queued  # (no await since the check: a message queued meanwhile wakes it)
+                await self._queued.wait()  # (no await since the check: a message queued meanwhile wakes it)
 
     def _event(self, ev, value, reason):
         if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy

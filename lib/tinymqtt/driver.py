@@ -9,8 +9,9 @@
 #     readinto(buf, off, timeout_ms) -> bytes read into buf[off:] (0: none within timeout_ms), raises
 #     ConnectionLost when the peer closed; close().          (the blocking client)
 #   open_stream(host, port, tls) -> awaitable of a stream: write(buf, n) queues buf[:n], drain() awaits it,
-#     readinto(buf, off) awaits and returns bytes read (0: nothing whole yet), raises ConnectionLost when
-#     the peer closed; close().                             (the asyncio client)
+#     readable(buf, off) awaits bytes for buf[off:] (a port whose read also waits reads them in there), then
+#     readinto(buf, off) -> bytes read into buf[off:] now (0: none, or nothing whole yet), raises
+#     ConnectionLost when the peer closed; close().         (the asyncio client)
 #   tls: None for plain TCP, else True, a dict of options (cafile, server_hostname...) or an SSLContext.
 #   Failures raise OSError or ConnectionLost (_LINK_ERRORS below), which end the connection.
 from tinymqtt.errors import ConnectionLost, ConnectError, RemoteProtocolError, LocalProtocolError, NotDelivered

@@ -6,7 +6,14 @@ from tinymqtt_board import (BUSY, _TLS_VERIFY_FAILED, _code, _connect_failed, _n
 
 
 class Stream:
-    """One asyncio connection for aio.AsyncClient over MicroPython's asyncio streams."""
+    """One asyncio connection for aio.AsyncClient over MicroPython's asyncio streams, used through the socket (.s)
+    as their own methods do, without their coroutine per call. What the socket does not take is kept here, not in
+    the stream's out_buf: its drain() drops what another task writes meanwhile, and a second task's drain would take
+    the first one's place in asyncio's IO queue (that one would never wake)."""
+
+    _n = 0  # what readable() read into the buffer, for readinto() (a stream without MicroPython's internals)
+    _pending = b""  # what the socket has not taken yet: a copy, as the caller reuses its buffer
+    _draining = None  # an Event while a task writes _pending out (one at a time)
 
     def __init__(self, reader, writer):
         self.r, self.w = reader, writer
@@ -15,55 +22,101 @@ class Stream:
         self._raw = getattr(writer, "s", None) if hasattr(writer, "out_buf") else None
         if self._raw is not None:
             import asyncio
+            from tinymqtt.aio import SocketWait
+            self._wait = SocketWait(self._raw)  # awaited for every read: made once
+            self._room = SocketWait(self._raw, writing=True)
             self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
-            self._io = asyncio.core._io_queue
 
-    def readinto(self, buf, off):
-        # A plain generator, which MicroPython awaits as a coroutine: it waits in the asyncio loop for the socket
-        # and reads it, as MicroPython's Stream.readinto() does, without that coroutine of its own (one object
-        # less every read); a stream without MicroPython's internals (no .s) has its own readinto awaited.
+    def _view(self, buf, off):
         if buf is not self._buf:
             self._buf, self._mv = buf, memoryview(buf)
+        return self._mv[off:] if off else self._mv  # no view made at offset 0
+
+    def readable(self, buf, off):
+        """An awaitable, done once the socket has bytes for readinto(): MicroPython's Stream.readinto() waits so
+        before it reads (made once here: its coroutine was one object per read). A stream without MicroPython's
+        internals (no .s) reads in the wait, and readinto() hands over what came."""
+        return self._wait if self._raw is not None else self._read(buf, off)
+
+    async def _read(self, buf, off):
+        try:
+            n = await self.r.readinto(self._view(buf, off))
+        except OSError as e:
+            if _code(e) in BUSY:
+                return
+            raise lost(e)
+        except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+            raise _not_verified(e)
+        if n is not None and not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        self._n = n or 0
+
+    def readinto(self, buf, off):
+        """Bytes read into buf[off:] now, 0 when none (or no whole TLS record yet)."""
         raw = self._raw
-        while True:
-            try:
-                if raw is None:
-                    n = yield from self.r.readinto(self._mv[off:] if off else self._mv)
-                else:
-                    yield self._io.queue_read(raw)
-                    n = raw.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
-            except OSError as e:
-                if _code(e) in BUSY:
-                    continue
-                raise lost(e)
-            except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
-                raise _not_verified(e)
-            if n is None:  # woken, but no whole TLS record yet
-                continue
-            if not n:
-                raise ConnectionLost(0x80, "the server closed the connection")
+        if raw is None:
+            n = self._n
+            self._n = 0
             return n
+        try:
+            n = raw.readinto(self._view(buf, off))
+        except OSError as e:
+            if _code(e) in BUSY:
+                return 0
+            raise lost(e)
+        except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
+            raise _not_verified(e)
+        if n is None:  # nothing after all, or no whole TLS record yet
+            return 0
+        if not n:
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n
 
     def write(self, buf, n):
         try:
+            if self._raw is None:  # the stream copies what it is given
+                self.w.write(memoryview(buf)[:n])
+                return
             k = 0
-            if self._raw is not None and not self.w.out_buf:  # Stream.write's own first step, without a view
+            if not self._pending:  # (else behind it, in order)
                 k = self._raw.write(buf, 0, n) or 0
-            if k < n:  # the socket is full: the stream keeps a copy of the rest for drain()
-                self.w.write(memoryview(buf)[k:n])
+            if k < n:  # the socket is full: a copy of the rest, for drain()
+                self._pending += memoryview(buf)[k:n]
         except (OSError, ValueError) as e:
+            if isinstance(e, OSError) and _code(e) in BUSY:  # (some boards raise EAGAIN where others return None)
+                self._pending += memoryview(buf)[:n]
+                return
             raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 
     def drain(self):
-        """An awaitable: with nothing queued, only the yield MicroPython's Stream.drain() makes then, without
+        """An awaitable: with nothing pending, only the yield MicroPython's Stream.drain() makes then, without
         its coroutine and ours (two objects per publish: they cut asyncio QoS 0 eightfold on the unix port)."""
-        if self._raw is not None and not self.w.out_buf:
+        if self._raw is not None and not self._pending:
             return self._yield(0)
         return self._drain()
 
     async def _drain(self):
         try:
-            await self.w.drain()
+            if self._raw is None:
+                await self.w.drain()
+                return
+            import asyncio
+            while self._draining:  # another task is writing it out: wait for the end of its drain
+                await self._draining.wait()
+            ev = self._draining = asyncio.Event()
+            try:
+                while self._pending:  # (with what other tasks write meanwhile)
+                    await self._room
+                    try:
+                        k = self._raw.write(self._pending) or 0
+                    except OSError as e:
+                        if _code(e) not in BUSY:
+                            raise
+                        k = 0
+                    self._pending = self._pending[k:]
+            finally:
+                self._draining = None
+                ev.set()
         except (OSError, ValueError) as e:
             raise _not_verified(e) if isinstance(e, ValueError) else lost(e)
 

@@ -22,13 +22,20 @@ def network_up(timeout_ms=0):
 
 
 class SimStream:
+    _n = 0  # what readable() read into the buffer, for readinto()
+
     def __init__(self, handle):
         self.h = handle
 
-    async def readinto(self, buf, off):
+    async def readable(self, buf, off):  # the bridge's read both waits and takes: readinto() hands over its count
         n = await jsnet.readinto(self.h, addressof(buf) + off, len(buf) - off)
         if n <= 0:
             raise ConnectionLost(0x80, "the server closed the connection")
+        self._n = n
+
+    def readinto(self, buf, off):
+        n = self._n
+        self._n = 0
         return n
 
     def write(self, buf, n):

@@ -137,13 +137,15 @@ async def bridge_figure():
     connect = bytearray(b"\x10\x00\x00\x04MQTT\x04\x02\x00\x3c\x00") + bytearray([len(cid)]) + cid
     connect[1] = len(connect) - 2
     st.write(connect, len(connect))
-    await st.readinto(buf, 0)
+    await st.readable(buf, 0)
+    st.readinto(buf, 0)
     ping = bytearray(b"\xc0\x00")
     for i in range(W + N):
         if i == W:
             a = start()
         st.write(ping, 2)
-        await st.readinto(buf, 0)
+        await st.readable(buf, 0)
+        st.readinto(buf, 0)
     fig["sim bridge write+read"] = stop(a, N)
     st.close()
 

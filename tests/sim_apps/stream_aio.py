@@ -1,7 +1,8 @@
 # Board app (MicroPython): the asyncio client streams both ways with the esp32's buffers (4 KB in, 2 KB out):
 # subscribe(..., chunks=True) to the retained image on PREFIX + "image" (summed as it arrives), then
-# publish_nowait(topic, file, 1, length=n) + flush() of a file written here, to PREFIX + "up".
-# Prints RESULT {"bytes": n, "sum": checksum, "chunks": k, "published": n}.
+# publish_nowait(topic, file, 1, length=n) + flush() of a file written here, to PREFIX + "up", and
+# `await publish(topic, file, 1, length=n)` of a 256 KB one (larger than the test's heap), to PREFIX + "up2".
+# Prints RESULT {"bytes": n, "sum": checksum, "chunks": k, "published": n, "awaited": n, "reason": code}.
 import asyncio
 import json
 
@@ -47,6 +48,15 @@ async def main():
                 break
             await asyncio.sleep_ms(50)
     st["published"] = n if not c.session.flights.count else 0
+    n = 256 * 1024
+    buf = bytearray(1024)
+    with open("up2.bin", "wb") as f:
+        for i in range(n // 1024):
+            buf[0] = (i + 7) & 255
+            f.write(buf)
+    with open("up2.bin", "rb") as f:
+        st["reason"] = await c.publish(config.PREFIX + "up2", f, 1, length=n)  # returns with its PUBACK
+        st["awaited"] = f.tell()
     await c.disconnect()
     print("RESULT", json.dumps(st))
 

@@ -148,7 +148,8 @@ async def aio():
     await st.drain()
     got = 0
     while got < 200 * 64:
-        got += await st.readinto(buf, 0)
+        await st.readable(buf, 0)
+        got += st.readinto(buf, 0)
     st.close()
     result(case="heap asyncio", writes=writes, echoed=got)
 
