@@ -5,8 +5,11 @@
 # A full run writes docs/benchmarks.md and docs/benchmarks.png; --quick (a few hundred messages, one
 # round: it proves the bench runs, its figures mean little) writes only where --out says.
 import argparse
+import concurrent.futures
 import datetime
+import functools
 import json
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -96,6 +99,19 @@ def wait_idle(limit, log):
     return b
 
 
+def background(fn, *args):
+    """fn(*args) in a process of its own (forked), as a future; None where fork is not available. Only a --quick
+    run does this, with the footprint section (its longest: deploy builds and MicroPython runs, with a broker of its
+    own): its figures mean nothing there, so sharing the machine with the other sections costs nothing, and the
+    test suite, which runs the quick bench, gets a second core's worth of it back."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    job = pool.submit(fn, *args)
+    pool.shutdown(wait=False)  # (the worker ends after its one job)
+    return job
+
+
 def main(argv=None):
     a = parse(sys.argv[1:] if argv is None else argv)
     t_start = time.monotonic()
@@ -137,6 +153,11 @@ def main(argv=None):
                    "rounds": a.rounds, "load_before": load(), "load_after": load(), "busy_before": "?",
                    "nice": niceness, "command": " ".join(["python -m tools.bench"] + (sys.argv[1:] if argv is None
                                                                                        else list(argv)))}
+    fp_job = None
+    if a.quick and "footprint" in a.only and len(a.only) > 1:
+        fp_job = background(footprint.measure, a.quick, functools.partial(print, flush=True))
+        if fp_job:
+            log("bench: what each profile costs a board (real MicroPython), beside the other sections (a quick run)")
     umqtt = None
     if {"micropython", "sizes"} & set(a.only):
         umqtt = mp_unix.umqtt(log, fetch=not a.quick)
@@ -200,8 +221,8 @@ def main(argv=None):
         log("bench: the Spark source's ceiling, %d messages preloaded" % a.spark_n)
         res["spark"] = spark_ceiling.run_in_process(sys.executable, a.spark_n, log)
     if "footprint" in a.only:
-        log("bench: what each profile costs a board (real MicroPython)")
-        res["footprint"] = footprint.measure(a.quick, log)
+        log("bench: what each profile costs a board (real MicroPython)" + (": waiting for it" if fp_job else ""))
+        res["footprint"] = fp_job.result() if fp_job else footprint.measure(a.quick, log)
     if "realistic" in a.only:
         log("bench: one realistic program per client on the 64-bit, 32-bit and frozen builds")
         res["realistic"] = realistic.measure(a.quick, log)
