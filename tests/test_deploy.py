@@ -46,24 +46,13 @@ def load_config(path):
     return ns
 
 
-_LIBRARY = {}  # a board's build inputs -> deploy.library_files' result
-
-
 @pytest.fixture(autouse=True)
-def library_built_once(request, monkeypatch):
-    """Each deploy here builds a board's library, and on esp32 and picow that is seconds (every module shortened,
-    renamed and through mpy-cross); the same inputs give the same files, so each board, profile and mode builds
-    it once and the other deploys reuse it. Everything else (app, port, config, what goes where) is built each
-    time. The tests that count mpy-cross's runs (marked FRESH) build it for real every time."""
-    real = deploy.library_files
-
-    def library_files(board, tmp, source=False):
-        key = (board.name, board.profile, tuple(board.lib), tuple(board.bundle), board.short_errors,
-               tuple(board.mpy_cross), tuple(sorted(deploy.WITHOUT)), source)
-        if key not in _LIBRARY or request.function in FRESH:
-            _LIBRARY[key] = real(board, tmp, source)
-        return list(_LIBRARY[key])
-    monkeypatch.setattr(deploy, "library_files", library_files)
+def library_once(request, library_built_once):
+    """Each deploy here builds a board's library, seconds on esp32 and picow; the same inputs give the same files,
+    so each board, profile and mode builds it once (tests/conftest.py) and the other deploys reuse it. Everything
+    else (app, port, config, what goes where) is built each time. The tests that count mpy-cross's runs (FRESH)
+    build the library for real."""
+    library_built_once.fresh = request.function in FRESH
 
 
 # ------------------------------------------------------------------------------------------ --target
