@@ -8,8 +8,9 @@ import os
 
 import pytest
 
+import tools.deploy as deploy
 from tools import boards
-from tools.deploy import library_files, library_text
+from tools.deploy import library_text
 from tools.deploy.short_names import PRIVATE, NameClash, library_sources, rename, table
 
 REPO = boards.REPO
@@ -53,10 +54,11 @@ def test_a_text_that_has_a_short_name_already_is_refused():
         "self._a = '_a'  # _long_name\n"
 
 
-def test_boards_with_short_errors_get_short_names_and_others_keep_theirs(tmp_path):
+def test_boards_with_short_errors_get_short_names_and_others_keep_theirs(tmp_path, library_built_once):
     path = os.path.join(REPO, "lib", "tinymqtt", "session.py")
     esp = library_text(boards.get("esp32"), path, "tinymqtt/session.py")
     linux = library_text(boards.get("linux"), path, "tinymqtt/session.py")
     assert "_on_connack" in linux and "_on_connack" not in esp
-    built = {d: data for d, data, _ in library_files(boards.get("esp32", profile="mqtt311"), str(tmp_path))}
+    # (the esp32 mqtt311 library as deploy builds it: once a session, tests/conftest.py)
+    built = {d: data for d, data, _ in deploy.library_files(boards.get("esp32", profile="mqtt311"), str(tmp_path))}
     assert b"_on_connack" not in built["lib/tinymqtt/__init__.mpy"]
