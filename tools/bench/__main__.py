@@ -3,7 +3,8 @@
 # and the peers that are installed), MicroPython heap and .mpy sizes, bytes on the wire, codec speed, messages
 # larger than the buffers streamed in and out (--only stream runs that section alone).
 # A full run writes docs/benchmarks.md and docs/benchmarks.png; --quick (a few hundred messages, one
-# round: it proves the bench runs, its figures mean little) writes only where --out says.
+# round: it proves the bench runs, its figures mean little; its footprint section runs in a process of its own
+# beside the others) writes only where --out says.
 import argparse
 import concurrent.futures
 import datetime
