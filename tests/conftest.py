@@ -1,6 +1,7 @@
 # Shared pytest wiring: the `broker` / `make_broker` fixtures (real mosquitto), the `micropython` fixture
-# (run a snippet under real MicroPython), `async def test_*` support via asyncio.run, and the
-# "tinymqtt figures" block printed at the end from tests/support/report.py.
+# (run a snippet under real MicroPython), `library_built_once` (a board's deploy library built once a session),
+# `async def test_*` support via asyncio.run, and the "tinymqtt figures" block printed at the end from
+# tests/support/report.py.
 import asyncio
 import inspect
 
@@ -37,6 +38,36 @@ def make_broker():
 def micropython():
     """micropython(code, paths=(), timeout=60) -> stdout; fails the test unless the code exits 0."""
     return mp_check
+
+
+class _Libraries(dict):
+    """A board's build inputs -> tools.deploy.library_files' result, kept for the session; fresh: build for real
+    (and keep what was built) until the test ends."""
+    fresh = False
+
+
+_LIBRARIES = _Libraries()
+
+
+@pytest.fixture
+def library_built_once(monkeypatch):
+    """tools.deploy.library_files memoised for the session by the board's build inputs: a library build is seconds
+    on a board with short errors (every module shortened, renamed and through mpy-cross), and the same inputs give
+    the same files. For tests that deploy the same board's library again to check what deploy does with it (the
+    tree, the device, the config), not how it compiles. Returns the cache: set .fresh to build for real."""
+    import tools.deploy as deploy
+    real = deploy.library_files
+
+    def library_files(board, tmp, source=False):
+        key = (board.name, board.profile, tuple(board.lib), tuple(board.bundle), board.short_errors,
+               tuple(board.mpy_cross), tuple(sorted(deploy.WITHOUT)), source)
+        if _LIBRARIES.fresh or key not in _LIBRARIES:
+            _LIBRARIES[key] = real(board, tmp, source)
+        return list(_LIBRARIES[key])
+    monkeypatch.setattr(deploy, "library_files", library_files)
+    _LIBRARIES.fresh = False
+    yield _LIBRARIES
+    _LIBRARIES.fresh = False
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -33,10 +33,11 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
     assert "## Messages larger than the buffers, streamed" in page  # (tools/bench/stream.py)
 
 
-def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path):
+def test_the_32bit_script_and_its_scripted_link_run_on_the_unix_port(tmp_path, library_built_once):
     """The footprint bench's WebAssembly rows run one script (footprint.SCRIPT32) through a link scripted inside
     the interpreter (tools/bench/fp/scripted_port.py); the 64-bit unix port runs the same tree here: for each row
-    the client connects, and after a collection subscribes, publishes and gets its message back from the script."""
+    the client connects, and after a collection subscribes, publishes and gets its message back from the script.
+    (Three rows share profile full's library: built once, tests/conftest.py.)"""
     from tools import boards, deploy
     from tools.bench import footprint
     for label, profile, app, version in footprint.ROWS:

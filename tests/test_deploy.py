@@ -46,6 +46,15 @@ def load_config(path):
     return ns
 
 
+@pytest.fixture(autouse=True)
+def library_once(request, library_built_once):
+    """Each deploy here builds a board's library, seconds on esp32 and picow; the same inputs give the same files,
+    so each board, profile and mode builds it once (tests/conftest.py) and the other deploys reuse it. Everything
+    else (app, port, config, what goes where) is built each time. The tests that count mpy-cross's runs (FRESH)
+    build the library for real."""
+    library_built_once.fresh = request.function in FRESH
+
+
 # ------------------------------------------------------------------------------------------ --target
 
 @pytest.mark.parametrize("board", sorted(BOARDS))
@@ -97,6 +106,9 @@ def test_target_writes_the_board_tree_with_mpy_files(board, tmp_path, monkeypatc
             data = (tmp_path / f).read_bytes()
             assert manifest[f] == [len(data), hashlib.sha256(data).hexdigest()]
     assert SSID not in out + err and PASSWORD not in out + err
+
+
+FRESH = {test_target_writes_the_board_tree_with_mpy_files}
 
 
 @pytest.mark.parametrize("board", sorted(BOARDS))

@@ -50,7 +50,7 @@ def test_the_file_set_alone_decides_which_flags_turn_off():
 
 
 @pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")
-def test_an_mqtt311_build_still_refuses_mqtt5_with_0x84_everywhere(tmp_path):
+def test_an_mqtt311_build_still_refuses_mqtt5_with_0x84_everywhere(tmp_path, library_built_once):
     from tests.test_profiles import deploy
     tree = tmp_path / "board"
     assert deploy("--board", "linux", "--profile", "mqtt311", "--app", "examples/sensor.py", "--target", str(tree))[0] == 0
@@ -74,7 +74,7 @@ print(encode(b, Packet(12), 4), str(errors.ConnectionLost(0x8D, "no PINGRESP")))
     assert p.stdout.splitlines() == ["0x84"] * 4 + ["2 0x8D keep alive timeout (no PINGRESP)"]
 
 
-def test_an_mqtt311_build_refuses_the_3x_retry_timer_it_leaves_out(tmp_path):
+def test_an_mqtt311_build_refuses_the_3x_retry_timer_it_leaves_out(tmp_path, library_built_once):
     # retry.py (the 3.x timer) is in full's bundle and not in mqtt311: a deployed mqtt311 Session refuses retry_ms
     # with 0x84; the same file set without deploy's flags (frozen, or installed by mip) refuses it at construction
     # too (ImportError), never at the first tick.

@@ -28,10 +28,11 @@ def mpremote(dev, *args):
 
 def test_mpremote_mip_installs_the_mqtt311_profile(tmp_path):
     with Device(str(tmp_path)) as dev:
-        out = mpremote(dev, "mip", "install", "--target", "lib", os.path.join(boards.REPO, "lib", "mqtt311.json"))
-        assert out.count("Installing:") == len(boards.profiles()["mqtt311"].lib)
-        out = mpremote(dev, "exec", "import sys, tinymqtt.client\n"
+        # (one mpremote session: the install, then the import on the same device, as two chained commands)
+        out = mpremote(dev, "mip", "install", "--target", "lib", os.path.join(boards.REPO, "lib", "mqtt311.json"),
+                       "+", "exec", "import sys, tinymqtt.client\n"
                                     "print(sorted(m for m in sys.modules if m.startswith('tinymqtt.')))")
+        assert out.count("Installing:") == len(boards.profiles()["mqtt311"].lib)
         loaded = eval(out.strip().splitlines()[-1])
         assert "tinymqtt.client" in loaded and "tinymqtt.props" not in loaded
     assert sorted(os.listdir(tmp_path / "lib" / "tinymqtt")) == sorted(

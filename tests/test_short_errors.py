@@ -154,7 +154,7 @@ raise ConnectError(0x87, %s)
 
 @pytest.mark.skipif(not os.path.exists(MICROPYTHON), reason="no unix-port micropython")
 @pytest.mark.parametrize("profile", ["mqtt311", "full"])
-def test_a_board_traceback_shows_code_name_and_subject(tmp_path, profile):
+def test_a_board_traceback_shows_code_name_and_subject(tmp_path, profile, library_built_once):
     rc = deploy_main(["--board", "esp32", "--profile", profile, "--app", "examples/sensor.py", "--target",
                       str(tmp_path), "--secrets", os.devnull], env={}, out=open(os.devnull, "w"),
                      err=open(os.devnull, "w"))

@@ -8,8 +8,9 @@ import os
 
 import pytest
 
+import tools.deploy as deploy
 from tools import boards
-from tools.deploy import library_files, library_text
+from tools.deploy import library_text
 from tools.deploy.short_names import PRIVATE, NameClash, library_sources, rename, table
 
 REPO = boards.REPO
@@ -39,7 +40,8 @@ def test_renamed_modules_keep_their_public_names_and_strings_follow():
     for name, text in library_sources().items():
         new = rename(text)
         assert public(new) == public(text), name
-        assert not [n for n in table() if n in {x.id for x in ast.walk(ast.parse(new)) if isinstance(x, ast.Name)}]
+        names = {x.id for x in ast.walk(ast.parse(new)) if isinstance(x, ast.Name)}  # (parsed once, not per name)
+        assert not [n for n in table() if n in names]
     acks = rename(library_sources()["app_acks.py"])
     assert '"_era"' not in acks and '"%s"' % table()["_era"] in acks  # getattr(msg, "_era", e) follows p._era
     assert "_base" not in table() and '{"_base": base}' in acks and "self._base" in acks  # (bound by type() only)
@@ -52,10 +54,11 @@ def test_a_text_that_has_a_short_name_already_is_refused():
         "self._a = '_a'  # _long_name\n"
 
 
-def test_boards_with_short_errors_get_short_names_and_others_keep_theirs(tmp_path):
+def test_boards_with_short_errors_get_short_names_and_others_keep_theirs(tmp_path, library_built_once):
     path = os.path.join(REPO, "lib", "tinymqtt", "session.py")
     esp = library_text(boards.get("esp32"), path, "tinymqtt/session.py")
     linux = library_text(boards.get("linux"), path, "tinymqtt/session.py")
     assert "_on_connack" in linux and "_on_connack" not in esp
-    built = {d: data for d, data, _ in library_files(boards.get("esp32", profile="mqtt311"), str(tmp_path))}
+    # (the esp32 mqtt311 library as deploy builds it: once a session, tests/conftest.py)
+    built = {d: data for d, data, _ in deploy.library_files(boards.get("esp32", profile="mqtt311"), str(tmp_path))}
     assert b"_on_connack" not in built["lib/tinymqtt/__init__.mpy"]

@@ -3,10 +3,14 @@
 # and the peers that are installed), MicroPython heap and .mpy sizes, bytes on the wire, codec speed, messages
 # larger than the buffers streamed in and out (--only stream runs that section alone).
 # A full run writes docs/benchmarks.md and docs/benchmarks.png; --quick (a few hundred messages, one
-# round: it proves the bench runs, its figures mean little) writes only where --out says.
+# round: it proves the bench runs, its figures mean little; its footprint section runs in a process of its own
+# beside the others) writes only where --out says.
 import argparse
+import concurrent.futures
 import datetime
+import functools
 import json
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -96,6 +100,19 @@ def wait_idle(limit, log):
     return b
 
 
+def background(fn, *args):
+    """fn(*args) in a process of its own (forked), as a future; None where fork is not available. Only a --quick
+    run does this, with the footprint section (its longest: deploy builds and MicroPython runs, with a broker of its
+    own): its figures mean nothing there, so sharing the machine with the other sections costs nothing, and the
+    test suite, which runs the quick bench, gets a second core's worth of it back."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    job = pool.submit(fn, *args)
+    pool.shutdown(wait=False)  # (the worker ends after its one job)
+    return job
+
+
 def main(argv=None):
     a = parse(sys.argv[1:] if argv is None else argv)
     t_start = time.monotonic()
@@ -137,6 +154,11 @@ def main(argv=None):
                    "rounds": a.rounds, "load_before": load(), "load_after": load(), "busy_before": "?",
                    "nice": niceness, "command": " ".join(["python -m tools.bench"] + (sys.argv[1:] if argv is None
                                                                                        else list(argv)))}
+    fp_job = None
+    if a.quick and "footprint" in a.only and len(a.only) > 1:
+        fp_job = background(footprint.measure, a.quick, functools.partial(print, flush=True))
+        if fp_job:
+            log("bench: what each profile costs a board (real MicroPython), beside the other sections (a quick run)")
     umqtt = None
     if {"micropython", "sizes"} & set(a.only):
         umqtt = mp_unix.umqtt(log, fetch=not a.quick)
@@ -199,7 +221,7 @@ def main(argv=None):
     if "spark" in a.only:
         log("bench: the Spark source's ceiling, %d messages preloaded" % a.spark_n)
         res["spark"] = spark_ceiling.run_in_process(sys.executable, a.spark_n, log)
-    if "footprint" in a.only:
+    if "footprint" in a.only and not fp_job:
         log("bench: what each profile costs a board (real MicroPython)")
         res["footprint"] = footprint.measure(a.quick, log)
     if "realistic" in a.only:
@@ -212,6 +234,9 @@ def main(argv=None):
         #                                   publisher of the images; the boards get lib/ too, not TINYMQTT_BENCH_LIB)
         log("bench: messages larger than the buffers, streamed in and out (real MicroPython)")
         res["stream"] = stream.measure(a.quick, log)
+    if fp_job:
+        log("bench: waiting for the footprint section")
+        res["footprint"] = fp_job.result()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(_jsonable(res), f, indent=1)
