@@ -143,8 +143,7 @@ def test_the_publish_spine_is_the_six_steps_of_issue_30():
     # port's write: each one call, made by the step the issue names before it (the codec's writer by the session)
     doc = documented()
     for version in (4, 5):
-        calls = _callers(doc[("publish", version)])
-        spine = [c for c in calls if c[0] in dict(PUBLISH_SPINE)]
+        spine = [c for c in _callers(doc[("publish", version)]) if c in PUBLISH_SPINE]
         assert spine == list(PUBLISH_SPINE), (version, spine)
     with open(DOC, encoding="utf-8") as f:
         text = " ".join(f.read().split())

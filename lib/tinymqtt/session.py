@@ -20,7 +20,6 @@ from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectErro
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, v5, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.checks import check_publish, check_size, check_subscribe, check_will
-from tinymqtt.wire import _vbi_len
 
 # Packet types (tinymqtt.wire's NAMES), and the outbound flows' states, events and actions (tinymqtt.inflight
 # has their table): copies, which tests/test_names.py checks against their one source.
@@ -431,21 +430,19 @@ class Session:
         return not todo
 
     def _size(self, t, pl, q, dup, pr):
-        # The exact size of a PUBLISH as it will be written (a streamed payload counted whole). MQTT 5: with its
-        # properties, and with a Topic Alias (_aliased True) when the server granted aliases, the message is new
-        # (a resend carries its full topic) and the packet still fits with it (queued while aliases were off, it
-        # may fit only without).
-        n = 2 + len(t) + (2 if q else 0) + len(pl)
-        if _MQTT5 and self.version == _V5:
-            k = v5().put_props(None, 0, pr, _PUBLISH, 0) if pr else 1  # (1: an empty property block)
+        # The exact size of a PUBLISH as the codec will write it (a streamed payload counted whole; the packet id's
+        # value does not change it). MQTT 5: with a Topic Alias (_aliased True) when the server granted aliases, the
+        # message is new (a resend carries its full topic) and the packet still fits with it (queued while aliases
+        # were off, it may fit only without).
+        n = encode_publish(None, self.version, t, pl, q, False, dup, 1, pr)
+        if _MQTT5:
             self._aliased = False
-            if self.aliases.max and not dup:
-                m = n + v5().put_props(None, 0, pr, _PUBLISH, 3) + 3  # with the alias (3: the property's bytes)
-                if m + 1 + _vbi_len(m) <= self._most:
-                    k = m - n
+            if self.version == _V5 and self.aliases.max and not dup:
+                m = encode_publish(None, self.version, t, pl, q, False, dup, 1, pr, 1)  # with a Topic Alias
+                if m <= self._most:
+                    n = m
                     self._aliased = True
-            n += k
-        return n + 1 + _vbi_len(n)  # the fixed header: its first byte and the Remaining Length
+        return n
 
     if _GROW:
         def _fit(self, n):
