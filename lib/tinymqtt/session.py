@@ -338,10 +338,10 @@ class Session:
         if _GROW and self._out_max and self.outlen + n - k > self.out_size:
             self._fit(n - k)
         f = self.flights
-        # It goes out now when nothing waits ahead of it (pump() sends those first, in order), `out` has room, and
-        # for QoS 1/2 MQTT 5's window allows; a streamed payload always waits its turn in pump().
-        go = (self.state == _CONNECTED and not f.queued and not self._resub_todo and not k
-              and n <= self.out_size - self.outlen and not (_STREAM and self._feed)
+        # It goes out now when nothing waits ahead of it (pump() sends what can go first, in order, and says True
+        # when nothing waits any more, connected), `out` has room, and for QoS 1/2 MQTT 5's window allows; a
+        # streamed payload always waits its turn in pump().
+        go = (not k and self.pump() and n <= self.out_size - self.outlen
               and (not _MQTT5 or not qos or f.unacked < self.server_receive_maximum))
         pid = 0
         if qos or not go:  # (QoS 0 that goes out now needs no slot)
