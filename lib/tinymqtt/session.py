@@ -157,7 +157,7 @@ class Session:
         maximum_qos = 2  # the server's Maximum QoS
         retain_available = True  # the server's Retain Available
         aliases = None  # the outbound topic aliases the server granted (aliases.py)
-        _aliased = False  # the PUBLISH _size() last sized carries a Topic Alias
+        _aliased = False  # the PUBLISH _size() sized carries a Topic Alias (read by its writer right after)
         _not_found = 0
     props = None  # CONNECT properties (Session5's)
     if _HANDLERS:
@@ -315,7 +315,8 @@ class Session:
         slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py). length: payload is
         a source of that many bytes, read piece by piece as they are sent (stream.py, docs/streaming.md)."""
         # The publish path, in order: the door (checks.py), the packet's size against the limits, a slot in the
-        # flow table (inflight.py), the codec's PUBLISH writer into `out`; the driver then writes `out`.
+        # flow table (inflight.py), the codec's PUBLISH writer into `out`; the driver then writes `out`. A message
+        # that cannot go out at once waits in the flow table's queue for pump().
         check_publish(self, topic, payload if length is None else b"", qos, retain, props)
         k = 0  # a streamed payload's length: only its header must fit `out`
         if length is not None:
@@ -330,6 +331,9 @@ class Session:
                     self._topics[topic] = t
         if isinstance(payload, str):
             payload = payload.encode()
+        # What waits ahead of it goes first (pump() sends what can go, in order, and says True when nothing waits
+        # any more, connected); a streamed payload always waits its turn in pump().
+        ready = not k and self.pump()
         n = self._size(t, payload, qos, False, props)
         check_size(self, n - k, "PUBLISH", "payload")
         if _MQTT5 and k and n > self._server_max:  # (MQTT 5: the server's Maximum Packet Size)
@@ -338,11 +342,9 @@ class Session:
         if _GROW and self._out_max and self.outlen + n - k > self.out_size:
             self._fit(n - k)
         f = self.flights
-        # It goes out now when nothing waits ahead of it (pump() sends what can go first, in order, and says True
-        # when nothing waits any more, connected), `out` has room, and for QoS 1/2 MQTT 5's window allows; a
-        # streamed payload always waits its turn in pump().
-        go = (not k and self.pump() and n <= self.out_size - self.outlen
-              and (not _MQTT5 or not qos or f.unacked < self.server_receive_maximum))
+        # It goes out now when nothing waits ahead of it, `out` has room, and for QoS 1/2 MQTT 5's window allows
+        go = ready and n <= self.out_size - self.outlen and (not _MQTT5 or not qos
+                                                             or f.unacked < self.server_receive_maximum)
         pid = 0
         if qos or not go:  # (QoS 0 that goes out now needs no slot)
             i = f.add(t, payload, qos, retain, props, go, self._now)  # the flow table: QUEUED; written now (go):

@@ -71,6 +71,12 @@ class Counted:
         sends[1] -= k == n
         return k
 
+    def recv_into(self, mv):
+        return self.sock.recv_into(mv)
+
+    def readinto(self, mv):
+        return self.sock.readinto(mv)
+
     def close(self):
         self.sock.close()
 
