@@ -347,8 +347,9 @@ class Session:
                                                              or f.unacked < self.server_receive_maximum)
         pid = 0
         if qos or not go:  # (QoS 0 that goes out now needs no slot)
-            i = f.add(t, payload, qos, retain, props, go, self._now)  # the flow table: QUEUED; written now (go):
-            if i < 0:  # WAIT_PUBACK or WAIT_PUBREC at once
+            # the flow table: QUEUED, and when it is written now (go), on to WAIT_PUBACK or WAIT_PUBREC at once
+            i = f.add(t, payload, qos, retain, props, go, self._now)
+            if i < 0:
                 return -1
             pid = f.pid[i]
         if not go:
