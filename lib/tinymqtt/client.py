@@ -57,8 +57,11 @@ class Client(Driver):
                 check_publish(s, topic, payload if length is None else b"", qos, retain, props)
             if not self.wait_for(_UNTIL_FREE_SLOT, timeout):
                 raise LocalProtocolError(0x97, "no in-flight slot freed within %.1f s" % timeout)
-        if not self.batch or s.outlen > s.out_size // 2:  # (offline: nothing to write)
-            self._io(_FLUSH)
+        if not self.batch or s.outlen > s.out_size // 2:  # the driver's write (offline: nothing to write)
+            try:
+                self._write()
+            except _LINK_ERRORS as e:  # as in _io(): the link ends, the session keeps the message for the next one
+                self._close(e)
         return pid
 
     def wait_for(self, pid, timeout=30):

@@ -167,9 +167,10 @@ class Inflight:
         self.ring = [0] * size
         self.head = self.queued = 0
 
-    def add(self, topic, payload, qos, retain, props):
+    def add(self, topic, payload, qos, retain, props, written=False, now=0):
         """Stores a message as QUEUED (qos 3: lends its packet id to a SUBSCRIBE/UNSUBSCRIBE, CONTROL); returns its
-        slot, or -1 when every slot is taken."""
+        slot, or -1 when every slot is taken. written: the session writes its PUBLISH now, with this packet id
+        (publish() with nothing queued ahead): the table's write move follows at once (at now)."""
         size = self.size
         if self.count == size:
             return -1
@@ -192,7 +193,9 @@ class Inflight:
         self._seq += 1
         self.seq[i] = self._seq
         self.count += 1
-        if qos < 3:
+        if written:
+            self.step(i, _WRITE_QOS0 + qos, now)
+        elif qos < 3:
             self.ring[(self.head + self.queued) % size] = i
             self.queued += 1
         return i

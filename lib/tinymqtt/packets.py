@@ -248,9 +248,10 @@ def _header(buf, off, v, n, later=0):
 
 def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False, pid=0, props=None, alias=0, off=0,
                    length=0):
-    """Writes a PUBLISH into buf at off and returns its length. Allocates nothing when topic is bytes (cache
-    the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses it alone).
-    length: a streamed payload's (stream.py), whose bytes follow later: the header says length, payload is b""."""
+    """Writes a PUBLISH into buf at off and returns its length; buf None: only its length. Allocates nothing when
+    topic is bytes (cache the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses
+    it alone). length: a streamed payload's (stream.py), whose bytes follow later: the header says length, payload
+    is b"" (sized alone, payload may be the stream itself: its len())."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if not _MQTT5 and version == _V5:
@@ -262,6 +263,8 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
     props5 = _MQTT5 and version == _V5 and (props or alias)  # MQTT 5 with properties (else an empty block)
     if _MQTT5 and version == _V5:
         n += v5().put_publish(None, 0, props, alias) if props5 else 1
+    if buf is None:
+        return 1 + _vbi_len(n) + n  # (the fixed header: its first byte and the Remaining Length)
     pos = _put_str(buf, _header(buf, off, _PUBLISH << 4 | dup << 3 | qos << 1 | retain, n, length), topic)
     if qos:  # (written here, not by put(): this is every publish's path)
         buf[pos] = pid >> 8

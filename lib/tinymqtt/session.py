@@ -20,7 +20,6 @@ from tinymqtt.errors import LocalProtocolError, RemoteProtocolError, ConnectErro
 from tinymqtt.packets import Packet, encode, encode_publish, frame, read_publish, read_packet, NAMES, v5, const
 from tinymqtt.inflight import Inflight, ticks_diff, LOST  # (LOST, ticks_diff: the drivers import them from here)
 from tinymqtt.checks import check_publish, check_size, check_subscribe, check_will
-from tinymqtt.wire import _vbi_len
 
 # Packet types (tinymqtt.wire's NAMES), and the outbound flows' states, events and actions (tinymqtt.inflight
 # has their table): copies, which tests/test_names.py checks against their one source.
@@ -158,6 +157,7 @@ class Session:
         maximum_qos = 2  # the server's Maximum QoS
         retain_available = True  # the server's Retain Available
         aliases = None  # the outbound topic aliases the server granted (aliases.py)
+        _aliased = False  # the PUBLISH _size() sized carries a Topic Alias (read by its writer right after)
         _not_found = 0
     props = None  # CONNECT properties (Session5's)
     if _HANDLERS:
@@ -314,6 +314,9 @@ class Session:
         when every in-flight slot is taken (wait for acks; a QoS 0 message that can go out at once needs no
         slot). An invalid argument, or breaking a limit, raises, changing nothing (checks.py). length: payload is
         a source of that many bytes, read piece by piece as they are sent (stream.py, docs/streaming.md)."""
+        # The publish path, in order: the door (checks.py), the packet's size against the limits, a slot in the
+        # flow table (inflight.py), the codec's PUBLISH writer into `out`; the driver then writes `out`. A message
+        # that cannot go out at once waits in the flow table's queue for pump().
         check_publish(self, topic, payload if length is None else b"", qos, retain, props)
         k = 0  # a streamed payload's length: only its header must fit `out`
         if length is not None:
@@ -328,12 +331,10 @@ class Session:
                     self._topics[topic] = t
         if isinstance(payload, str):
             payload = payload.encode()
-        # QoS 0 with nothing queued ahead of it goes straight into `out` if it fits, as pump() would send it: no
-        # slot. Anything else is sized only, then queued.
-        n = self._pub(t, payload, qos, retain, 0, 0, props,
-                      min(self.out_size - self.outlen, self._most) if not qos and self.pump() else 0)
-        if not n:
-            return 0
+        # What waits ahead of it goes first (pump() sends what can go, in order, and says True when nothing waits
+        # any more, connected); a streamed payload always waits its turn in pump().
+        ready = not k and self.pump()
+        n = self._size(t, payload, qos, False, props)
         check_size(self, n - k, "PUBLISH", "payload")
         if _MQTT5 and k and n > self._server_max:  # (MQTT 5: the server's Maximum Packet Size)
             raise LocalProtocolError(0x95, "payload: a %d-byte PUBLISH exceeds the server's Maximum Packet Size %d"
@@ -341,11 +342,30 @@ class Session:
         if _GROW and self._out_max and self.outlen + n - k > self.out_size:
             self._fit(n - k)
         f = self.flights
-        i = f.add(t, payload, qos, retain, props)  # the flow table: QUEUED
-        if i < 0:
-            return -1
-        self.pump()  # written now if the window and `out` allow
-        return f.pid[i]
+        # It goes out now when nothing waits ahead of it, `out` has room, and for QoS 1/2 MQTT 5's window allows
+        go = ready and n <= self.out_size - self.outlen and (not _MQTT5 or not qos
+                                                             or f.unacked < self.server_receive_maximum)
+        pid = 0
+        if qos or not go:  # (QoS 0 that goes out now needs no slot)
+            # the flow table: QUEUED, and when it is written now (go), on to WAIT_PUBACK or WAIT_PUBREC at once
+            i = f.add(t, payload, qos, retain, props, go, self._now)
+            if i < 0:
+                return -1
+            pid = f.pid[i]
+        if not go:
+            self.pump()  # written now if what waits ahead of it goes, and the window and `out` allow
+            return pid
+        a = 0
+        if _MQTT5 and self._aliased:  # a Topic Alias: > 0 the server knows it (the alias alone), < 0 a new one
+            a = self.aliases.lookup(t)
+            if a > 0:
+                t = b""
+            else:
+                a = -a
+        self.outlen += encode_publish(self.out, self.version, t, payload, qos, retain, False, pid, props, a,
+                                      self.outlen)
+        self._last_sent = self._now
+        return pid
 
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
@@ -385,47 +405,47 @@ class Session:
             q = f.qos[i]
             if _MQTT5 and q and f.unacked >= self.server_receive_maximum:  # MQTT 5's window (3.x: the slots alone)
                 return
-            # (a build without MQTT 5 keeps no props: 3.x packets carry none)
-            if self._pub(f.topic[i], f.payload[i], q, f.retain[i], st != _QUEUED, f.pid[i], _MQTT5 and f.props[i],
-                         self.out_size - self.outlen):
+            # A PUBLISH, with DUP when it is sent again (a build without MQTT 5 keeps no props: 3.x carries none)
+            t = f.topic[i]
+            pl = f.payload[i]
+            dup = st != _QUEUED
+            pr = _MQTT5 and f.props[i]
+            n = self._size(t, pl, q, dup, pr)
+            k = 0  # a streamed payload (stream.Source): only the header must fit now, its bytes follow as `out` empties
+            if _STREAM and not isinstance(pl, _BYTES):
+                k = len(pl)
+                pl = b""
+            if n - k > self.out_size - self.outlen:
                 return
+            a = 0
+            if _MQTT5 and self._aliased:  # (as in publish())
+                a = self.aliases.lookup(t)
+                if a > 0:
+                    t = b""
+                else:
+                    a = -a
+            self.outlen += encode_publish(self.out, self.version, t, pl, q, f.retain[i], dup, f.pid[i], pr, a,
+                                          self.outlen, k)
+            self._last_sent = self._now
+            if k:
+                f.payload[i].begin(self, q)
             f.step(i, _WRITE_QOS0 + q, self._now)  # the flow table: WAIT_PUBACK, WAIT_PUBREC, or FREE for QoS 0
         return not todo
 
-    def _pub(self, t, pl, q, retain, dup, pid, pr, room):
-        # Writes a PUBLISH into `out` if its exact size is at most room, and returns 0; else returns that size,
-        # writing nothing. MQTT 5: with its properties, and with a Topic Alias when the server granted aliases,
-        # the message is new (a resend carries its full topic) and the packet still fits with it (queued while
-        # aliases were off, it may fit only without).
-        n = 2 + len(t) + (2 if q else 0) + len(pl)
-        a = 0
-        if _MQTT5 and self.version == _V5:
-            k = v5().put_props(None, 0, pr, _PUBLISH, 0) if pr else 1  # (1: an empty property block)
-            if self.aliases.max and not dup:
-                m = n + v5().put_props(None, 0, pr, _PUBLISH, 3) + 3  # with the alias (3: the property's bytes)
-                if m + 1 + _vbi_len(m) <= self._most:
-                    k = m - n
-                    a = 3
-            n += k
-        n += 1 + _vbi_len(n)  # the fixed header: its first byte and the Remaining Length
-        k = 0  # a streamed payload (stream.Source): only the header must fit now, its bytes follow as `out` empties
-        if _STREAM and not isinstance(pl, _BYTES):
-            k = len(pl)
-        if n - k > room:
-            return n
-        if a:
-            a = self.aliases.lookup(t)
-            if a > 0:  # the server knows this topic's alias: the alias alone
-                t = b""
-            else:  # a new alias: the topic and its alias
-                a = -a
-        if k:
-            self.outlen += encode_publish(self.out, self.version, t, b"", q, retain, dup, pid, pr, a, self.outlen, k)
-            pl.begin(self, q)
-        else:
-            self.outlen += encode_publish(self.out, self.version, t, pl, q, retain, dup, pid, pr, a, self.outlen)
-        self._last_sent = self._now
-        return 0
+    def _size(self, t, pl, q, dup, pr):
+        # The exact size of a PUBLISH as the codec will write it (a streamed payload counted whole; the packet id's
+        # value does not change it). MQTT 5: with a Topic Alias (_aliased True) when the server granted aliases, the
+        # message is new (a resend carries its full topic) and the packet still fits with it (queued while aliases
+        # were off, it may fit only without).
+        n = encode_publish(None, self.version, t, pl, q, False, dup, 1, pr)
+        if _MQTT5:
+            self._aliased = False
+            if self.version == _V5 and self.aliases.max and not dup:
+                m = encode_publish(None, self.version, t, pl, q, False, dup, 1, pr, 1)  # with a Topic Alias
+                if m <= self._most:
+                    n = m
+                    self._aliased = True
+        return n
 
     if _GROW:
         def _fit(self, n):

@@ -125,20 +125,18 @@ class Transport:
             raise ConnectionLost(0x80, "the server closed the connection")
         return n
 
-    def _send(self, buf, off, n):
-        try:
-            if self._cpython:
-                return self.sock.send(memoryview(buf)[off:n])
-            return self.sock.write(buf, off, n - off) or 0  # the stream write with an offset: 0 B, None if full
-        except OSError as e:
-            if _busy(e):
-                return 0
-            raise _lost(e)
-
     def write(self, buf, n):
         off, stalled = 0, None
         while off < n:
-            k = self._send(buf, off, n)
+            try:
+                if self._cpython:
+                    k = self.sock.send(memoryview(buf)[off:n])
+                else:  # the stream write with an offset: 0 B, None when the socket is full
+                    k = self.sock.write(buf, off, n - off)
+            except OSError as e:
+                if not _busy(e):
+                    raise _lost(e)
+                k = 0
             if k:
                 off += k
                 stalled = None
