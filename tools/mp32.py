@@ -209,10 +209,13 @@ def _build_frozen(profile, exe, log):
     if not os.path.isdir(os.path.join(unix, "build-m32-frozen")):
         shutil.copytree(os.path.join(unix, "build-m32"), os.path.join(unix, "build-m32-frozen"), symlinks=True)
     # make decides from the frozen content's file whether to link again: a manifest whose output equals what that
-    # file last held (another checkout's build of this profile) would leave the last profile's binary in place
+    # file last held (another checkout's build of this profile) would leave the last profile's binary in place.
+    # And it compiles a frozen .py again only when the .py is newer than its .mpy: a checkout whose files are older
+    # than another checkout's would get that one's bytecode. So neither is kept.
     for stale in ("frozen_content.c", "micropython"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(unix, "build-m32-frozen", stale))
+    shutil.rmtree(os.path.join(unix, "build-m32-frozen", "frozen_mpy"), ignore_errors=True)
     _make(["-C", unix, "BUILD=build-m32-frozen", "FROZEN_MANIFEST=" + manifest] + list(FLAGS),
           os.path.join(d, "build.log"), log)
     shutil.copy(os.path.join(unix, "build-m32-frozen", "micropython"), exe + ".tmp")
