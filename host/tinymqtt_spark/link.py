@@ -299,7 +299,7 @@ class MqttLink:
         self.rx_bytes = 0  # bytes read, and messages they held: what one message costs, to size reads
         self.rx_msgs = 0
         self._last_stats = 0.0
-        self.last_message_at = 0.0
+        self.first_message_at = self.last_message_at = 0.0
         self.live_at = 0.0  # when the first SUBACK came
         self.last_ack_at = 0.0  # acks free room in the broker's window: more may follow at once
         self._reused = 0  # packet ids the broker reused while still in flight, as seen so far
@@ -572,6 +572,8 @@ class MqttLink:
         now = time.time()
         payload = bytes(p.payload)  # a view into the receive buffer until this returns
         topic, q, pid = p.topic, p.qos, p.pid
+        if not self.first_message_at:
+            self.first_message_at = now
         self.last_message_at = now
         self.rx_msgs += 1
         crashpoint("received")
