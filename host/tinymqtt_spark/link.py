@@ -287,6 +287,7 @@ class MqttLink:
         self.stats = collections.Counter({k: 0 for k in ("received", "acked", "redeliveries_matched", "connects",
                                                          "sessions_resumed", "heartbeats")})
         self._handles = {}  # offset -> _Ack: spooled, delivered on this connection's session, not acked yet
+        self._inbox = []  # messages of the current socket read, not spooled yet (_on_message, _take)
         self._ack_now = []  # QoS 2 copies whose PUBREC went out before: PUBREC again at once
         self._unacked = {}  # pid -> offset of every spooled QoS 1/2 record whose ack has not been written
         self._rel_todo = {}  # PUBRELs received, answered (PUBCOMP) once AckState has forgotten their ids
@@ -419,7 +420,8 @@ class MqttLink:
     def room(self):
         """How many more messages the link may read: the room left in the unacknowledged window and in the
         spool (0 or less: it stops reading)."""
-        return min(self.max_unacked - len(self._unacked), self.max_spooled - self.uncommitted())
+        n = len(self._inbox)  # received, and about to count in both
+        return min(self.max_unacked - len(self._unacked) - n, self.max_spooled - self.uncommitted() - n)
 
     def read_room(self):
         """How many bytes the next read may take: room() at the bytes per message seen so far."""
@@ -459,6 +461,7 @@ class MqttLink:
                 c.subscribe([(t, sub_options(self.qos, retain_handling=1)) for t in self.topics], timeout=30)
             except MQTTError as e:  # no SUBACK in time (link lost?): the session subscribes again on reconnect
                 self.last_error = e
+            self._take()  # a resumed session's backlog comes before the SUBACK
             while not self._stop.is_set() and self.error is None:
                 if self.room() > 0 or not c.is_connected():  # (offline: loop reconnects)
                     if self._paused:
@@ -466,6 +469,7 @@ class MqttLink:
                         log.info("mqtt link %s: reading again (%d unacknowledged, %d uncommitted)", self.client_id,
                                  len(self._unacked), self.uncommitted())
                     c.loop(0.05)
+                    self._take()
                 else:  # window or spool full: leave the socket unread (TCP back-pressure) until room is made
                     if not self._paused:
                         self._paused = True
@@ -512,6 +516,7 @@ class MqttLink:
         raise LinkError("stopped before the first connection")
 
     def _on_connect(self, connack):
+        self._take()  # what the previous connection delivered, under its session's packet ids
         self.stats["connects"] += 1
         self._connected_at = time.monotonic()
         if connack.session_present:
@@ -535,6 +540,7 @@ class MqttLink:
                 st.save()
 
     def _on_disconnect(self, err):
+        self._take()
         self.last_error = err
         self.stats["disconnects"] += 1
         # A takeover: MQTT 5 says DISCONNECT 0x8E; mosquitto 2.0.11 just closes the connection. So three closes
@@ -569,39 +575,60 @@ class MqttLink:
                                        % (self.topics, value.codes))
 
     def _on_message(self, p):
+        # Called by the client for each PUBLISH of a socket read, with its payload a view into the receive
+        # buffer until this returns: kept as a tuple here, spooled by _take() once the read is handled, a whole
+        # read's messages under one lock rather than one lock (and one wait behind the consumer) per message.
         now = time.time()
-        payload = bytes(p.payload)  # a view into the receive buffer until this returns
-        topic, q, pid = p.topic, p.qos, p.pid
         if not self.first_message_at:
             self.first_message_at = now
-        self.last_message_at = now
-        self.rx_msgs += 1
-        crashpoint("received")
+        self._inbox.append((p.pid, p.qos, p.dup, p.retain, p.topic, bytes(p.payload), props_to_map(p.props), now))
+
+    def _take(self):
+        """Spools what _on_message kept, in arrival order; called on the link's thread after each client call
+        that reads, and before a connection event changes what the packet ids mean."""
+        inbox = self._inbox
+        if not inbox:
+            return
+        self._inbox = []
+        self.last_message_at = inbox[-1][7]
+        self.rx_msgs += len(inbox)
+        n = [0, 0, 0]  # received, by QoS
+        matched = superseded = 0
         with self.lock:
-            sp, st = self.spool, self.state
-            if q and p.dup:  # a resend: of which message, the packet id says (DUP 0 is always a first send)
-                if q == 2 and pid in st.rel:  # our PUBREC did not arrive: the spool has delivered it already
-                    self.stats["redeliveries_matched"] += 1
-                    self._ack_now.append(_Ack(pid, q))
-                    return
-                off = self._unacked.get(pid, -1)
-                if off >= 0 and off not in self._handles:  # spooled by an earlier process, never acknowledged
-                    self.stats["redeliveries_matched"] += 1
-                    self._handles[off] = _Ack(pid, q)
-                    return
-            old = self._unacked.pop(pid, -1) if q else -1
-            if old >= 0:  # the broker sent a new message under an id we thought held (its session was lost?)
-                self.stats["pid_superseded"] += 1
-                self.state.held.pop(old, None)
-                self._handles.pop(old, None)
-            off = sp.append(pid, q, bool(p.dup), bool(p.retain), topic, payload, props_to_map(p.props), now)
-            self.stats["received"] += 1
-            self.stats["received_qos%d" % q] += 1
-            if q:
-                self._handles[off] = _Ack(pid, q)
-                self._unacked[pid] = off
-                if len(self._unacked) > self.stats["peak_unacked"]:
-                    self.stats["peak_unacked"] = len(self._unacked)
+            sp, st, unacked, handles = self.spool, self.state, self._unacked, self._handles
+            for pid, q, dup, retain, topic, payload, props, now in inbox:
+                crashpoint("received")
+                if q and dup:  # a resend: of which message, the packet id says (DUP 0 is always a first send)
+                    if q == 2 and pid in st.rel:  # our PUBREC did not arrive: the spool has delivered it already
+                        matched += 1
+                        self._ack_now.append(_Ack(pid, q))
+                        continue
+                    off = unacked.get(pid, -1)
+                    if off >= 0 and off not in handles:  # spooled by an earlier process, never acknowledged
+                        matched += 1
+                        handles[off] = _Ack(pid, q)
+                        continue
+                old = unacked.pop(pid, -1) if q else -1
+                if old >= 0:  # the broker sent a new message under an id we thought held (its session was lost?)
+                    superseded += 1
+                    st.held.pop(old, None)
+                    handles.pop(old, None)
+                off = sp.append(pid, q, bool(dup), bool(retain), topic, payload, props, now)
+                n[q] += 1
+                if q:
+                    handles[off] = _Ack(pid, q)
+                    unacked[pid] = off
+            stats = self.stats
+            if len(unacked) > stats["peak_unacked"]:
+                stats["peak_unacked"] = len(unacked)
+            for q in (0, 1, 2):
+                if n[q]:
+                    stats["received"] += n[q]
+                    stats["received_qos%d" % q] += n[q]
+            if matched:
+                stats["redeliveries_matched"] += matched
+            if superseded:
+                stats["pid_superseded"] += superseded
 
     def _acks(self, c):
         """Acks for everything on disk in the spool: AckState saved first (they count as written from then on)."""
@@ -653,6 +680,7 @@ class MqttLink:
             elif not (s.pinging or self._rel_todo or self.state.rel):
                 return
             c.loop(0.05)
+            self._take()
             self._pubcomps(c)
 
     def _poll_commit(self):
