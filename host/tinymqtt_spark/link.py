@@ -487,7 +487,6 @@ class MqttLink:
                     # for everything that arrived meanwhile, not two per socket read.
                     self._synced_at = now
                     self._acks(c)
-                    self._pubcomps(c)
                 self._unstick(c)
                 if time.monotonic() - self._last_stats > 1.0:
                     self._last_stats = time.monotonic()
@@ -631,7 +630,9 @@ class MqttLink:
                 stats["pid_superseded"] += superseded
 
     def _acks(self, c):
-        """Acks for everything on disk in the spool: AckState saved first (they count as written from then on)."""
+        """One group commit: acks for everything on disk in the spool, and PUBCOMPs for the PUBRELs that came
+        meanwhile, with one save of AckState first (they count as written from then on): two fsyncs (the spool,
+        the ack state) per ack_interval, not three."""
         if not c.is_connected():
             return  # an ack written now would be dropped with the buffer on reconnect
         with self.lock:
@@ -643,8 +644,12 @@ class MqttLink:
             done = [off for off in self._handles if off < target]
             if sp.segments and sp.segments[0].b <= min(st.acked, sp.committed):
                 sp.drop_through(st.acked)  # committed by the consumer and acknowledged: no one needs them again
-            if not todo and not done and target <= st.acked:
+            if not todo and not done and target <= st.acked and not self._rel_todo:
                 return
+            # Released ids first: a PUBREL's id is still ours (no PUBCOMP yet), so no message acked below can
+            # carry it; if the broker reused it anyway, the new flow's entry must be the one that stays.
+            pids, self._rel_todo = list(self._rel_todo), {}
+            st.rel.difference_update(pids)
             for off in done:
                 h = self._handles.pop(off)
                 todo.append(h)
@@ -660,7 +665,9 @@ class MqttLink:
         crashpoint("acked")
         for h in todo:
             c.ack(h)  # into the buffer (flushed by loop); if the link drops now, the session resends on reconnect
-        self._flush(c)
+        if self._flush(c) and pids:
+            crashpoint("released")
+            self._complete(c, pids)
         if todo:
             self.stats["acked"] += len(todo)
             self.last_ack_at = time.time()
@@ -717,6 +724,7 @@ class MqttLink:
         session.hold_pubrel = hold
 
     def _pubcomps(self, c):
+        """PUBCOMPs for the PUBRELs held so far, AckState saved first (_acks does the same in its group commit)."""
         if not self._rel_todo or not c.is_connected():
             return
         with self.lock:
@@ -724,6 +732,9 @@ class MqttLink:
             self.state.rel.difference_update(pids)
             self.state.save()
         crashpoint("released")
+        self._complete(c, pids)
+
+    def _complete(self, c, pids):
         s = c.session
         for pid in pids:
             if len(s.out) - s.outlen < 8 and not self._flush(c):
