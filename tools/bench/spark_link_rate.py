@@ -2,8 +2,9 @@
 # QoS 1/2 messages for a persistent session, one MqttLink receiving, spooling (fsync on) and acknowledging them,
 # and a consumer in this process standing in for the Spark source (every --commit-ms it exposes what was spooled,
 # decodes the records as partitions() does, and commits them). The clock runs from the link's first message to
-# the moment the consumer has committed the last one and every ack is written: what the link costs per message
-# on its own, without Spark. --profile prints where the link's thread spends its time (cProfile).
+# the moment the consumer has committed the last one and every ack is written; and the CPU time the link's thread
+# used per message (less at the mercy of a loaded machine than the rate): what the link costs on its own, without
+# Spark. --profile prints where the link's thread spends its time (cProfile).
 #     python -m tools.bench.spark_link_rate [--n 50000] [--rounds 3] [--profile]
 import argparse
 import cProfile
@@ -22,9 +23,15 @@ from tools.bench.spark_ceiling import make_session, preload, TOPIC
 def drain_link(broker, cid, n, spool, commit_s=0.1, profile=None):
     from tinymqtt_spark.link import MqttLink
     link = MqttLink(broker.host, broker.port, cid, [TOPIC], spool)
-    if profile is not None:  # cProfile sees one thread: wrap the link's own
-        run = link._run
-        link._run = lambda: profile.runcall(run)
+    run, cpu = link._run, [0.0]
+
+    def measured():  # the CPU the link's own thread used: what a message costs, whatever else loads the machine
+        t0 = time.thread_time()
+        try:
+            run() if profile is None else profile.runcall(run)  # (cProfile sees one thread: this one)
+        finally:
+            cpu[0] = time.thread_time() - t0
+    link._run = measured
     link.start()
     try:
         done, deadline = 0, time.monotonic() + 300
@@ -39,9 +46,9 @@ def drain_link(broker, cid, n, spool, commit_s=0.1, profile=None):
         if not link.wait_acked(end, 30):
             raise RuntimeError("acks not written within 30 s")
         t_end = time.time()
-        return {"rows": done, "seconds": t_end - link.first_message_at}
     finally:
         link.stop()
+    return {"rows": done, "seconds": t_end - link.first_message_at, "cpu_s": cpu[0]}
 
 
 def main(argv=None):
@@ -51,7 +58,7 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="tinymqtt-linkrate-")
-    rates = []
+    rates, cpu = [], []
     prof = cProfile.Profile() if a.profile else None
     try:
         with BenchBroker() as broker:
@@ -61,12 +68,14 @@ def main(argv=None):
                 preload(broker, a.n)
                 r = drain_link(broker, cid, a.n, os.path.join(work, "spool-%d" % i), profile=prof)
                 rates.append(r["rows"] / r["seconds"])
-                print("bench: spark link: round %d: %d rows in %.2f s = %.0f rows/s"
-                      % (i + 1, r["rows"], r["seconds"], rates[-1]), flush=True)
+                cpu.append(r["cpu_s"] / r["rows"] * 1e6)
+                print("bench: spark link: round %d: %d rows in %.2f s = %.0f rows/s, link thread CPU %.1f us/message"
+                      % (i + 1, r["rows"], r["seconds"], rates[-1], cpu[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("bench: spark link: median %.0f rows/s (rounds %s)"
-          % (sorted(rates)[len(rates) // 2], "/".join("%.0f" % x for x in rates)))
+    print("bench: spark link: median %.0f rows/s (rounds %s), link thread CPU median %.1f us/message (rounds %s)"
+          % (sorted(rates)[len(rates) // 2], "/".join("%.0f" % x for x in rates), sorted(cpu)[len(cpu) // 2],
+             "/".join("%.1f" % x for x in cpu)))
     if prof is not None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
 
