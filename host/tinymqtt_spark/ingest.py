@@ -22,7 +22,6 @@ import time
 from tinymqtt_spark.ackstate import fsync_dir
 from tinymqtt_spark.faults import crashpoint
 from tinymqtt_spark.link import MqttLink
-from tinymqtt_spark.spool import read_range
 
 LANDING_SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, "
                   "properties MAP<STRING, STRING>, received_ts TIMESTAMP, offset BIGINT, pid INT, ingest STRING")
@@ -67,22 +66,21 @@ class Ingest:
         """Lands what arrived since the last file; returns the number of rows written."""
         import pyarrow as pa
         import pyarrow.parquet as pq
-        from datetime import datetime, timezone
         link = self.link
         end = link.expose()
         with link.lock:
             start = link.spool.committed
         if end <= start:
             return 0
-        rows = list(read_range(link.paths(start, end), start, end))
+        rows = list(link.records(start, end))  # decoded in memory where this process spooled them
         if rows:
-            import base64
             cols = list(zip(*rows))  # offset, pid, qos, dup, retain, topic, payload, props, ts
             table = pa.table({
-                "topic": list(cols[5]), "payload": [base64.b64decode(p) for p in cols[6]], "qos": list(cols[2]),
+                "topic": list(cols[5]), "payload": list(cols[6]), "qos": list(cols[2]),
                 "retain": list(cols[4]), "dup": list(cols[3]),
                 "properties": [list(p.items()) if p else None for p in cols[7]],
-                "received_ts": [datetime.fromtimestamp(t, tz=timezone.utc) for t in cols[8]],
+                "received_ts": pa.array([round(t * 1e6) for t in cols[8]], pa.int64()).cast(
+                    pa.timestamp("us", tz="UTC")),
                 "offset": list(cols[0]), "pid": list(cols[1]), "ingest": [self.client_id] * len(rows)},
                 schema=_arrow_schema())
             name = "part-%s-%020d-%020d.parquet" % (self.client_id, start, end)

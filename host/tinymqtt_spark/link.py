@@ -287,6 +287,7 @@ class MqttLink:
         self.stats = collections.Counter({k: 0 for k in ("received", "acked", "redeliveries_matched", "connects",
                                                          "sessions_resumed", "heartbeats")})
         self._handles = {}  # offset -> _Ack: spooled, delivered on this connection's session, not acked yet
+        self._inbox = []  # messages of the current socket read, not spooled yet (_on_message, _take)
         self._ack_now = []  # QoS 2 copies whose PUBREC went out before: PUBREC again at once
         self._unacked = {}  # pid -> offset of every spooled QoS 1/2 record whose ack has not been written
         self._rel_todo = {}  # PUBRELs received, answered (PUBCOMP) once AckState has forgotten their ids
@@ -299,7 +300,7 @@ class MqttLink:
         self.rx_bytes = 0  # bytes read, and messages they held: what one message costs, to size reads
         self.rx_msgs = 0
         self._last_stats = 0.0
-        self.last_message_at = 0.0
+        self.first_message_at = self.last_message_at = 0.0
         self.live_at = 0.0  # when the first SUBACK came
         self.last_ack_at = 0.0  # acks free room in the broker's window: more may follow at once
         self._reused = 0  # packet ids the broker reused while still in flight, as seen so far
@@ -419,7 +420,8 @@ class MqttLink:
     def room(self):
         """How many more messages the link may read: the room left in the unacknowledged window and in the
         spool (0 or less: it stops reading)."""
-        return min(self.max_unacked - len(self._unacked), self.max_spooled - self.uncommitted())
+        n = len(self._inbox)  # received, and about to count in both
+        return min(self.max_unacked - len(self._unacked) - n, self.max_spooled - self.uncommitted() - n)
 
     def read_room(self):
         """How many bytes the next read may take: room() at the bytes per message seen so far."""
@@ -459,6 +461,7 @@ class MqttLink:
                 c.subscribe([(t, sub_options(self.qos, retain_handling=1)) for t in self.topics], timeout=30)
             except MQTTError as e:  # no SUBACK in time (link lost?): the session subscribes again on reconnect
                 self.last_error = e
+            self._take()  # a resumed session's backlog comes before the SUBACK
             while not self._stop.is_set() and self.error is None:
                 if self.room() > 0 or not c.is_connected():  # (offline: loop reconnects)
                     if self._paused:
@@ -466,6 +469,7 @@ class MqttLink:
                         log.info("mqtt link %s: reading again (%d unacknowledged, %d uncommitted)", self.client_id,
                                  len(self._unacked), self.uncommitted())
                     c.loop(0.05)
+                    self._take()
                 else:  # window or spool full: leave the socket unread (TCP back-pressure) until room is made
                     if not self._paused:
                         self._paused = True
@@ -483,7 +487,6 @@ class MqttLink:
                     # for everything that arrived meanwhile, not two per socket read.
                     self._synced_at = now
                     self._acks(c)
-                    self._pubcomps(c)
                 self._unstick(c)
                 if time.monotonic() - self._last_stats > 1.0:
                     self._last_stats = time.monotonic()
@@ -512,6 +515,7 @@ class MqttLink:
         raise LinkError("stopped before the first connection")
 
     def _on_connect(self, connack):
+        self._take()  # what the previous connection delivered, under its session's packet ids
         self.stats["connects"] += 1
         self._connected_at = time.monotonic()
         if connack.session_present:
@@ -535,6 +539,7 @@ class MqttLink:
                 st.save()
 
     def _on_disconnect(self, err):
+        self._take()
         self.last_error = err
         self.stats["disconnects"] += 1
         # A takeover: MQTT 5 says DISCONNECT 0x8E; mosquitto 2.0.11 just closes the connection. So three closes
@@ -569,40 +574,65 @@ class MqttLink:
                                        % (self.topics, value.codes))
 
     def _on_message(self, p):
+        # Called by the client for each PUBLISH of a socket read, with its payload a view into the receive
+        # buffer until this returns: kept as a tuple here, spooled by _take() once the read is handled, a whole
+        # read's messages under one lock rather than one lock (and one wait behind the consumer) per message.
         now = time.time()
-        payload = bytes(p.payload)  # a view into the receive buffer until this returns
-        topic, q, pid = p.topic, p.qos, p.pid
-        self.last_message_at = now
-        self.rx_msgs += 1
-        crashpoint("received")
+        if not self.first_message_at:
+            self.first_message_at = now
+        self._inbox.append((p.pid, p.qos, p.dup, p.retain, p.topic, bytes(p.payload), props_to_map(p.props), now))
+
+    def _take(self):
+        """Spools what _on_message kept, in arrival order; called on the link's thread after each client call
+        that reads, and before a connection event changes what the packet ids mean."""
+        inbox = self._inbox
+        if not inbox:
+            return
+        self._inbox = []
+        self.last_message_at = inbox[-1][7]
+        self.rx_msgs += len(inbox)
+        n = [0, 0, 0]  # received, by QoS
+        matched = superseded = 0
         with self.lock:
-            sp, st = self.spool, self.state
-            if q and p.dup:  # a resend: of which message, the packet id says (DUP 0 is always a first send)
-                if q == 2 and pid in st.rel:  # our PUBREC did not arrive: the spool has delivered it already
-                    self.stats["redeliveries_matched"] += 1
-                    self._ack_now.append(_Ack(pid, q))
-                    return
-                off = self._unacked.get(pid, -1)
-                if off >= 0 and off not in self._handles:  # spooled by an earlier process, never acknowledged
-                    self.stats["redeliveries_matched"] += 1
-                    self._handles[off] = _Ack(pid, q)
-                    return
-            old = self._unacked.pop(pid, -1) if q else -1
-            if old >= 0:  # the broker sent a new message under an id we thought held (its session was lost?)
-                self.stats["pid_superseded"] += 1
-                self.state.held.pop(old, None)
-                self._handles.pop(old, None)
-            off = sp.append(pid, q, bool(p.dup), bool(p.retain), topic, payload, props_to_map(p.props), now)
-            self.stats["received"] += 1
-            self.stats["received_qos%d" % q] += 1
-            if q:
-                self._handles[off] = _Ack(pid, q)
-                self._unacked[pid] = off
-                if len(self._unacked) > self.stats["peak_unacked"]:
-                    self.stats["peak_unacked"] = len(self._unacked)
+            sp, st, unacked, handles = self.spool, self.state, self._unacked, self._handles
+            for pid, q, dup, retain, topic, payload, props, now in inbox:
+                crashpoint("received")
+                if q and dup:  # a resend: of which message, the packet id says (DUP 0 is always a first send)
+                    if q == 2 and pid in st.rel:  # our PUBREC did not arrive: the spool has delivered it already
+                        matched += 1
+                        self._ack_now.append(_Ack(pid, q))
+                        continue
+                    off = unacked.get(pid, -1)
+                    if off >= 0 and off not in handles:  # spooled by an earlier process, never acknowledged
+                        matched += 1
+                        handles[off] = _Ack(pid, q)
+                        continue
+                old = unacked.pop(pid, -1) if q else -1
+                if old >= 0:  # the broker sent a new message under an id we thought held (its session was lost?)
+                    superseded += 1
+                    st.held.pop(old, None)
+                    handles.pop(old, None)
+                off = sp.append(pid, q, bool(dup), bool(retain), topic, payload, props, now)
+                n[q] += 1
+                if q:
+                    handles[off] = _Ack(pid, q)
+                    unacked[pid] = off
+            stats = self.stats
+            if len(unacked) > stats["peak_unacked"]:
+                stats["peak_unacked"] = len(unacked)
+            for q in (0, 1, 2):
+                if n[q]:
+                    stats["received"] += n[q]
+                    stats["received_qos%d" % q] += n[q]
+            if matched:
+                stats["redeliveries_matched"] += matched
+            if superseded:
+                stats["pid_superseded"] += superseded
 
     def _acks(self, c):
-        """Acks for everything on disk in the spool: AckState saved first (they count as written from then on)."""
+        """One group commit: acks for everything on disk in the spool, and PUBCOMPs for the PUBRELs that came
+        meanwhile, with one save of AckState first (they count as written from then on): two fsyncs (the spool,
+        the ack state) per ack_interval, not three."""
         if not c.is_connected():
             return  # an ack written now would be dropped with the buffer on reconnect
         with self.lock:
@@ -614,8 +644,12 @@ class MqttLink:
             done = [off for off in self._handles if off < target]
             if sp.segments and sp.segments[0].b <= min(st.acked, sp.committed):
                 sp.drop_through(st.acked)  # committed by the consumer and acknowledged: no one needs them again
-            if not todo and not done and target <= st.acked:
+            if not todo and not done and target <= st.acked and not self._rel_todo:
                 return
+            # Released ids first: a PUBREL's id is still ours (no PUBCOMP yet), so no message acked below can
+            # carry it; if the broker reused it anyway, the new flow's entry must be the one that stays.
+            pids, self._rel_todo = list(self._rel_todo), {}
+            st.rel.difference_update(pids)
             for off in done:
                 h = self._handles.pop(off)
                 todo.append(h)
@@ -631,7 +665,9 @@ class MqttLink:
         crashpoint("acked")
         for h in todo:
             c.ack(h)  # into the buffer (flushed by loop); if the link drops now, the session resends on reconnect
-        self._flush(c)
+        if self._flush(c) and pids:
+            crashpoint("released")
+            self._complete(c, pids)
         if todo:
             self.stats["acked"] += len(todo)
             self.last_ack_at = time.time()
@@ -651,6 +687,7 @@ class MqttLink:
             elif not (s.pinging or self._rel_todo or self.state.rel):
                 return
             c.loop(0.05)
+            self._take()
             self._pubcomps(c)
 
     def _poll_commit(self):
@@ -687,6 +724,7 @@ class MqttLink:
         session.hold_pubrel = hold
 
     def _pubcomps(self, c):
+        """PUBCOMPs for the PUBRELs held so far, AckState saved first (_acks does the same in its group commit)."""
         if not self._rel_todo or not c.is_connected():
             return
         with self.lock:
@@ -694,6 +732,9 @@ class MqttLink:
             self.state.rel.difference_update(pids)
             self.state.save()
         crashpoint("released")
+        self._complete(c, pids)
+
+    def _complete(self, c, pids):
         s = c.session
         for pid in pids:
             if len(s.out) - s.outlen < 8 and not self._flush(c):

@@ -20,6 +20,7 @@
 # under the same packet id. Which spooled records still hold their packet id is the ack state's business
 # (tinymqtt_spark.ackstate); the spool only lists the QoS 1/2 records of each segment (keys) for it.
 import base64
+from binascii import b2a_base64
 import json
 import os
 import re
@@ -43,9 +44,9 @@ def record_line(off, pid, qos, dup, retain, topic, payload, props, ts):
             _topics.clear()
         t = _topics[topic] = json.dumps(topic)
     return '[%d,%s,%d,%s,%s,%s,"%s",%s,%r]\n' % (
-        off, _JSON[pid] if pid is None else "%d" % pid, qos, _JSON[bool(dup)], _JSON[bool(retain)], t,
-        base64.b64encode(payload).decode(), "null" if props is None else json.dumps(props, separators=(",", ":")),
-        float(ts))
+        off, "null" if pid is None else pid, qos, _JSON[bool(dup)], _JSON[bool(retain)], t,
+        b2a_base64(payload, newline=False).decode(),
+        "null" if props is None else json.dumps(props, separators=(",", ":")), float(ts))
 
 
 class Segment:
