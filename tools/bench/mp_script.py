@@ -95,10 +95,14 @@ class FakeStream:
         self.connack = connack
         self.never = asyncio.Event()
 
-    async def readinto(self, buf, off):
+    async def readable(self, buf, off):
+        if self.connack is None:  # (after the CONNACK the scripted server says nothing more)
+            await self.never.wait()
+
+    def readinto(self, buf, off):
         c = self.connack
         if c is None:
-            await self.never.wait()
+            return 0
         self.connack = None
         buf[off:off + len(c)] = c
         return len(c)

@@ -93,15 +93,13 @@ class Link:
 
 
 class Stream(Link):
-    """The asyncio transport: readinto() waits (1 ms sleeps) until the server has something."""
+    """The asyncio transport: readable() waits (1 ms sleeps) until the server has something, then readinto()
+    (the blocking transport's) hands it over."""
 
-    async def readinto(self, buf, off):
+    async def readable(self, buf, off):
         import asyncio
-        n = Link.readinto(self, buf, off)
-        while not n:
+        while not _n:
             await asyncio.sleep_ms(1)
-            n = Link.readinto(self, buf, off)
-        return n
 
     async def drain(self):
         pass
