@@ -407,8 +407,7 @@ class MqttLink:
                      segments=len(sp.segments),
                      connected=bool(self.client and self.client.is_connected()),
                      subscribed=self.subscribed.is_set(), reading_paused=self._paused, max_unacked=self.max_unacked,
-                     idle_s=round(time.time() - max(self.last_message_at, self.last_ack_at), 3)
-                     if self.last_message_at else None, error=repr(self.error) if self.error else None,
+                     idle_s=self._quiet_s(), error=repr(self.error) if self.error else None,
                      last_error=str(self.last_error) if self.last_error else None, time=time.time())
         return s
 
@@ -428,13 +427,18 @@ class MqttLink:
         per = self.rx_bytes // self.rx_msgs if self.rx_msgs > 100 else 64
         return max(4096, self.room() * max(per, 16))
 
+    def _quiet_s(self):
+        """Seconds since the last message, ack or SUBACK (None before the link was first live): a restarted link
+        whose session holds nothing for it (everything acknowledged at the spool) is quiet from its SUBACK on."""
+        last = max(self.last_message_at, self.last_ack_at, self.live_at)
+        return round(time.time() - last, 3) if last else None
+
     def snapshot_quiet(self):
         """For a run-once trigger: is the link live (connected, subscribed), paused at its window, and how long
         since the last message or ack (an ack lets the broker send more)."""
         c = self.client
         live = bool(c and c.is_connected() and self.subscribed.is_set())
-        last = max(self.last_message_at, self.last_ack_at, self.live_at)
-        return {"live": live, "paused": self._paused, "quiet_s": time.time() - last if last else 0.0}
+        return {"live": live, "paused": self._paused, "quiet_s": self._quiet_s() or 0.0}
 
     def write_stats(self):
         """link-stats.json in the spool directory: what the demo and the tests watch."""
