@@ -46,11 +46,22 @@ class Subscriber:
 
     def __init__(self, broker, prefix):
         self.count = {}
+        self.got = []  # (payload's tail, packet id, DUP, QoS) of each delivery, in order: what a failure reports
+        self.drops = []  # on_disconnect's errors
         self.c = Client(broker.host, broker.port, client_id=uid("sub"), version=4, clean=False, backoff_min_ms=20,
-                        backoff_max_ms=200, port_impl=tinymqtt_port)
-        self.c.on_message = lambda m: self.count.__setitem__(bytes(m.payload), self.count.get(bytes(m.payload), 0) + 1)
+                        backoff_max_ms=200, port_impl=tinymqtt_port,
+                        on_disconnect=self.drops.append, on_connect=self.on_connect)
+        self.c.on_message = self.on_message
         self.c.connect()
         self.c.subscribe(prefix + "/#", 2)
+
+    def on_connect(self, connack):
+        self.got.append("CONNACK present=%d" % connack.session_present)
+
+    def on_message(self, m):
+        p = bytes(m.payload)
+        self.count[p] = self.count.get(p, 0) + 1
+        self.got.append((p.rstrip(b".")[-12:], m.pid, m.dup, m.qos))
 
     def loop(self, t=0.01):
         self.c.loop(t)
@@ -78,6 +89,7 @@ class APIMachine(RuleBasedStateMachine):
         self.drops = []  # on_disconnect's errors (None: our own disconnect())
         self.ended = 0  # links the test ended: broker restarts
         self.restarts = 0
+        self.trace = []  # the calls that changed links or sent QoS 1/2 messages, in order: what a failure reports
         self.loop = asyncio.new_event_loop() if self.kind == "aio" else None
         self.c = None
         self.connected = False
@@ -88,7 +100,8 @@ class APIMachine(RuleBasedStateMachine):
 
     def new_client(self):
         opts = dict(client_id=self.cid, version=self.version, backoff_min_ms=20, backoff_max_ms=200,
-                    on_disconnect=self.drops.append, port_impl=tinymqtt_port)
+                    on_disconnect=self.drops.append, port_impl=tinymqtt_port, on_event=self.on_event,
+                    on_connect=lambda p: self.trace.append("CONNACK present=%d" % p.session_present))
         opts.update(session_expiry=600) if self.version == 5 else opts.update(clean=False)
         cls = AsyncClient if self.kind == "aio" else Client
         return cls(self.broker.host, self.broker.port, **opts)
@@ -99,6 +112,10 @@ class APIMachine(RuleBasedStateMachine):
         elif self.c.transport or self.c.reconnect:
             self.c.loop(t)
         self.sub.loop()
+
+    def on_event(self, ev, value, reason):
+        if ev >= 16:  # LOST (a message the server never acknowledged, dropped with a session that is gone), OVERSIZE
+            self.trace.append("event %d %r" % (ev, getattr(value, "payload", value)))
 
     # ------------------------------------------------------------ valid calls
 
@@ -115,6 +132,7 @@ class APIMachine(RuleBasedStateMachine):
             self.c.connect()
             self.c.reconnect = True  # (disconnect() turned it off)
         self.connected = True
+        self.trace.append("connect")
 
     @precondition(lambda self: self.connected)
     @rule()
@@ -124,6 +142,7 @@ class APIMachine(RuleBasedStateMachine):
         else:
             self.c.disconnect()
         self.connected = False
+        self.trace.append("disconnect")
 
     @rule(qos=st.sampled_from([0, 1, 2]), retain=st.booleans(), size=st.sampled_from([1, 100, 5000]))
     def publish(self, qos, retain=False, size=1):
@@ -140,6 +159,7 @@ class APIMachine(RuleBasedStateMachine):
             return
         assert self.connected or self.kind == "blocking" and self.c._delay == 0, "accepted while disconnected"
         if qos:
+            self.trace.append("publish %d q%d%s" % (self.n, qos, " retained" if retain else ""))
             self.expected[payload] = qos
             self.count("QoS 1/2 messages counted")
         if retain:  # (a retained message stays on the broker: clear it, so later subscribers are not flooded)
@@ -172,6 +192,7 @@ class APIMachine(RuleBasedStateMachine):
     @rule()
     def restart_broker(self):
         self.broker.restart()
+        self.trace.append("restart_broker")
         self.count("broker restarts")
         self.restarts += 1
         self.ended += 2  # the publisher's link and the subscriber's (mosquitto ends each once)
@@ -228,8 +249,8 @@ class APIMachine(RuleBasedStateMachine):
             assert not self.c.session.flights.count, "still in flight: %d" % self.c.session.flights.count
             count = self.sub.count
             missing = [p for p in self.expected if p not in count]
-            assert not missing, "%d of %d QoS 1/2 messages never arrived: %r" % (len(missing), len(self.expected),
-                                                                                  missing[:3])
+            assert not missing, "%d of %d QoS 1/2 messages never arrived: %r\n%s" % (
+                len(missing), len(self.expected), [p.rstrip(b".") for p in missing[:3]], self.story())
             twice = [p for p, q in self.expected.items() if q == 2 and count[p] != 1]
             assert not twice, "QoS 2 delivered more than once: %r" % [(p, count[p]) for p in twice[:3]]
             self.no_reconnect_loop()
@@ -241,6 +262,16 @@ class APIMachine(RuleBasedStateMachine):
                 else:
                     self.c.disconnect()
             self.sub.c.disconnect()
+
+    def story(self):
+        # What a lost message needs to be traced: the calls in order, each delivery's packet id and DUP flag, the
+        # subscriber's inbound QoS 2 ids still open (our PUBREC sent, no PUBREL yet) and its count of DUP-0
+        # PUBLISHes on such an id, and where mosquitto's log is (kept with TINYMQTT_MOSQUITTO_DEBUG=1)
+        s = self.sub.c.session
+        return "calls: %s\nsubscriber got (payload tail, pid, dup, qos): %s\nsubscriber open QoS 2 ids %r, " \
+               "reused %d, unsolicited %d, state %d, links lost %r, session present %r\nbroker log: %s" % (
+                   ", ".join(self.trace), self.sub.got, sorted(s._rx_pid), s.reused, s.unsolicited, s.state,
+                   self.sub.drops, s.session_present, self.broker.log_path)
 
     def arrived(self):
         return all(p in self.sub.count for p in self.expected)
