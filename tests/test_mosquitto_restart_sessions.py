@@ -118,3 +118,4 @@ def test_the_stateful_model_excuses_that_loss_and_nothing_else(make_broker, vers
     assert gone == ({"QoS 2 messages mosquitto lost with a v5 Clean Start session at a restart (past PUBREC)": 1}
                     if version == 5 else {}), (gone, m.trace)
     assert len(m.sub.count) == (1 if version == 5 else 2)
+    assert ("%r" % [m.prefix.encode() + b"-2-"] if version == 5 else "[]") in m.story()  # what a failure would print

@@ -312,10 +312,11 @@ class APIMachine(RuleBasedStateMachine):
         # subscriber's inbound QoS 2 ids still open (our PUBREC sent, no PUBREL yet) and its count of DUP-0
         # PUBLISHes on such an id, and where mosquitto's log is (kept with TINYMQTT_MOSQUITTO_DEBUG=1)
         s = self.sub.c.session
-        return "excused (mosquitto's v5 Clean Start session lost at a restart): %r\ncalls: %s\nsubscriber got (payload tail, pid, dup, qos): %s\nsubscriber open QoS 2 ids %r, " \
-               "reused %d, unsolicited %d, state %d, links lost %r, session present %r\nbroker log: %s" % (
-                   [p.rstrip(b".") for p in self.gone], ", ".join(self.trace), self.sub.got, sorted(s._rx_pid), s.reused, s.unsolicited, s.state,
-                   self.sub.drops, s.session_present, self.broker.log_path)
+        return ("excused (mosquitto's v5 Clean Start session lost at a restart): %r\ncalls: %s\nsubscriber got "
+                "(payload tail, pid, dup, qos): %s\nsubscriber open QoS 2 ids %r, reused %d, unsolicited %d, state %d, "
+                "links lost %r, session present %r\nbroker log: %s"
+                % ([p.rstrip(b".") for p in self.gone], ", ".join(self.trace), self.sub.got, sorted(s._rx_pid),
+                   s.reused, s.unsolicited, s.state, self.sub.drops, s.session_present, self.broker.log_path))
 
     def arrived(self):
         return all(p in self.sub.count or p in self.gone for p in self.expected)
