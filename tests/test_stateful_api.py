@@ -5,6 +5,13 @@
 # the next valid call works; no reconnect loop (links lost <= what the test itself ended); and every valid QoS 1/2
 # message reaches a subscriber that counts them, QoS 2 exactly once. The same sequences, generated here, run on
 # MicroPython's unix port in tests/test_stateful_unix.py.
+# One exception, mosquitto's and recognised exactly (tests/test_mosquitto_restart_sessions.py reproduces it):
+# mosquitto does not save the session of an MQTT 5 client whose CONNECT had Clean Start 1 (the first connection
+# of a new session, Session Expiry 600 or not), so after a restart its CONNACK says Session Present 0; and it
+# forwards a QoS 2 message only at PUBREL, so the QoS 2 messages of ours past PUBREC when the link dropped (the
+# flow ends: PUBREC was mosquitto taking the message over) and those still awaiting PUBREC (reported LOST) may
+# never arrive. Only those messages, only on that CONNACK (v5, a restart since the last one), are excused; they
+# are counted in the figures and still must not arrive twice.
 import asyncio
 import os
 import time
@@ -20,6 +27,7 @@ from tests.test_bad_input import state
 from tinymqtt.aio import AsyncClient
 from tinymqtt.client import Client
 from tinymqtt.errors import ConnectionLost, LocalProtocolError
+from tinymqtt.inflight import LOST, _RESEND_PUBREL, _WAIT_PUBCOMP
 
 # Invalid arguments, each with the reason code its refusal carries (tests/test_bad_input.py has one test a point).
 BAD_PUBLISH = [
@@ -46,11 +54,22 @@ class Subscriber:
 
     def __init__(self, broker, prefix):
         self.count = {}
+        self.got = []  # (payload's tail, packet id, DUP, QoS) of each delivery, in order: what a failure reports
+        self.drops = []  # on_disconnect's errors
         self.c = Client(broker.host, broker.port, client_id=uid("sub"), version=4, clean=False, backoff_min_ms=20,
-                        backoff_max_ms=200, port_impl=tinymqtt_port)
-        self.c.on_message = lambda m: self.count.__setitem__(bytes(m.payload), self.count.get(bytes(m.payload), 0) + 1)
+                        backoff_max_ms=200, port_impl=tinymqtt_port,
+                        on_disconnect=self.drops.append, on_connect=self.on_connect)
+        self.c.on_message = self.on_message
         self.c.connect()
         self.c.subscribe(prefix + "/#", 2)
+
+    def on_connect(self, connack):
+        self.got.append("CONNACK present=%d" % connack.session_present)
+
+    def on_message(self, m):
+        p = bytes(m.payload)
+        self.count[p] = self.count.get(p, 0) + 1
+        self.got.append((p.rstrip(b".")[-12:], m.pid, m.dup, m.qos))
 
     def loop(self, t=0.01):
         self.c.loop(t)
@@ -78,6 +97,12 @@ class APIMachine(RuleBasedStateMachine):
         self.drops = []  # on_disconnect's errors (None: our own disconnect())
         self.ended = 0  # links the test ended: broker restarts
         self.restarts = 0
+        self.trace = []  # the calls that changed links or sent QoS 1/2 messages, in order: what a failure reports
+        self.open_qos2 = []  # payloads of our QoS 2 flows past PUBREC when the last link ended
+        self.lost_told = []  # payloads reported LOST since the last CONNACK
+        self.restarted = False  # a broker restart since the last CONNACK
+        self.connacks = 0
+        self.gone = {}  # payload -> why mosquitto may have lost it (the exception above)
         self.loop = asyncio.new_event_loop() if self.kind == "aio" else None
         self.c = None
         self.connected = False
@@ -88,7 +113,8 @@ class APIMachine(RuleBasedStateMachine):
 
     def new_client(self):
         opts = dict(client_id=self.cid, version=self.version, backoff_min_ms=20, backoff_max_ms=200,
-                    on_disconnect=self.drops.append, port_impl=tinymqtt_port)
+                    on_disconnect=self.on_disconnect, port_impl=tinymqtt_port, on_event=self.on_event,
+                    on_connect=self.on_connect)
         opts.update(session_expiry=600) if self.version == 5 else opts.update(clean=False)
         cls = AsyncClient if self.kind == "aio" else Client
         return cls(self.broker.host, self.broker.port, **opts)
@@ -99,6 +125,33 @@ class APIMachine(RuleBasedStateMachine):
         elif self.c.transport or self.c.reconnect:
             self.c.loop(t)
         self.sub.loop()
+
+    def on_event(self, ev, value, reason):
+        if ev == LOST:  # a message the server never acknowledged, dropped with a session that is gone
+            self.trace.append("LOST %r" % bytes(value.payload).rstrip(b"."))
+            if value.qos == 2:  # (mosquitto forwards a QoS 1 message before its PUBACK: that one still arrives)
+                self.lost_told.append(bytes(value.payload))
+        elif ev > LOST:
+            self.trace.append("event %d %r" % (ev, value))
+
+    def on_disconnect(self, error):
+        self.drops.append(error)
+        f = self.c.session.flights  # (the flows stand still until the next CONNACK)
+        self.open_qos2 = [bytes(f.payload[i]) for i in range(len(f.state)) if f.state[i] in (_WAIT_PUBCOMP,
+                                                                                            _RESEND_PUBREL)]
+
+    def on_connect(self, connack):
+        self.connacks += 1
+        present = connack.session_present
+        self.trace.append("CONNACK present=%d" % present)
+        if not present and self.connacks > 1 and self.version == 5 and self.restarted:  # the exception above
+            for p in self.open_qos2:
+                self.gone[p] = "past PUBREC"
+            for p in self.lost_told:
+                self.gone[p] = "LOST"
+        self.open_qos2 = []
+        self.lost_told = []
+        self.restarted = False
 
     # ------------------------------------------------------------ valid calls
 
@@ -115,6 +168,7 @@ class APIMachine(RuleBasedStateMachine):
             self.c.connect()
             self.c.reconnect = True  # (disconnect() turned it off)
         self.connected = True
+        self.trace.append("connect")
 
     @precondition(lambda self: self.connected)
     @rule()
@@ -124,6 +178,7 @@ class APIMachine(RuleBasedStateMachine):
         else:
             self.c.disconnect()
         self.connected = False
+        self.trace.append("disconnect")
 
     @rule(qos=st.sampled_from([0, 1, 2]), retain=st.booleans(), size=st.sampled_from([1, 100, 5000]))
     def publish(self, qos, retain=False, size=1):
@@ -140,6 +195,7 @@ class APIMachine(RuleBasedStateMachine):
             return
         assert self.connected or self.kind == "blocking" and self.c._delay == 0, "accepted while disconnected"
         if qos:
+            self.trace.append("publish %d q%d%s" % (self.n, qos, " retained" if retain else ""))
             self.expected[payload] = qos
             self.count("QoS 1/2 messages counted")
         if retain:  # (a retained message stays on the broker: clear it, so later subscribers are not flooded)
@@ -172,6 +228,8 @@ class APIMachine(RuleBasedStateMachine):
     @rule()
     def restart_broker(self):
         self.broker.restart()
+        self.trace.append("restart_broker")
+        self.restarted = True
         self.count("broker restarts")
         self.restarts += 1
         self.ended += 2  # the publisher's link and the subscriber's (mosquitto ends each once)
@@ -227,11 +285,18 @@ class APIMachine(RuleBasedStateMachine):
                 self.drive(0.02)
             assert not self.c.session.flights.count, "still in flight: %d" % self.c.session.flights.count
             count = self.sub.count
-            missing = [p for p in self.expected if p not in count]
-            assert not missing, "%d of %d QoS 1/2 messages never arrived: %r" % (len(missing), len(self.expected),
-                                                                                  missing[:3])
-            twice = [p for p, q in self.expected.items() if q == 2 and count[p] != 1]
-            assert not twice, "QoS 2 delivered more than once: %r" % [(p, count[p]) for p in twice[:3]]
+            if os.environ.get("TINYMQTT_STATEFUL_TRACE"):  # (debugging: every example's calls, appended to that file)
+                with open(os.environ["TINYMQTT_STATEFUL_TRACE"], "a") as f:
+                    f.write("%s %d v%d: %s\n" % (self.kind, len(self.expected), self.version, ", ".join(self.trace)))
+            gone = [p for p in self.expected if p not in count and p in self.gone]
+            for p in gone:
+                self.count("QoS 2 messages mosquitto lost with a v5 Clean Start session at a restart (%s)"
+                           % self.gone[p])
+            missing = [p for p in self.expected if p not in count and p not in self.gone]
+            assert not missing, "%d of %d QoS 1/2 messages never arrived: %r\n%s" % (
+                len(missing), len(self.expected), [p.rstrip(b".") for p in missing[:3]], self.story())
+            twice = [p for p, q in self.expected.items() if q == 2 and count.get(p, 0) != 1 and p not in gone]
+            assert not twice, "QoS 2 delivered more than once: %r" % [(p, count.get(p)) for p in twice[:3]]
             self.no_reconnect_loop()
         finally:
             if self.c is not None:
@@ -242,8 +307,19 @@ class APIMachine(RuleBasedStateMachine):
                     self.c.disconnect()
             self.sub.c.disconnect()
 
+    def story(self):
+        # What a lost message needs to be traced: the calls in order, each delivery's packet id and DUP flag, the
+        # subscriber's inbound QoS 2 ids still open (our PUBREC sent, no PUBREL yet) and its count of DUP-0
+        # PUBLISHes on such an id, and where mosquitto's log is (kept with TINYMQTT_MOSQUITTO_DEBUG=1)
+        s = self.sub.c.session
+        return ("excused (mosquitto's v5 Clean Start session lost at a restart): %r\ncalls: %s\nsubscriber got "
+                "(payload tail, pid, dup, qos): %s\nsubscriber open QoS 2 ids %r, reused %d, unsolicited %d, state %d, "
+                "links lost %r, session present %r\nbroker log: %s"
+                % ([p.rstrip(b".") for p in self.gone], ", ".join(self.trace), self.sub.got, sorted(s._rx_pid),
+                   s.reused, s.unsolicited, s.state, self.sub.drops, s.session_present, self.broker.log_path))
+
     def arrived(self):
-        return all(p in self.sub.count for p in self.expected)
+        return all(p in self.sub.count or p in self.gone for p in self.expected)
 
 
 class AsyncAPIMachine(APIMachine):

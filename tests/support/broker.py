@@ -27,8 +27,11 @@ def free_port(host="127.0.0.1"):
 class Mosquitto:
     host = "127.0.0.1"
 
-    def __init__(self, extra_conf: str = "", persistence: bool = False):
+    def __init__(self, extra_conf: str = "", persistence: bool = False, debug_log: bool = None):
         self.extra_conf = extra_conf
+        # debug_log (default: the environment's TINYMQTT_MOSQUITTO_DEBUG=1): mosquitto logs every packet
+        # ("log_type all": each PUBLISH with its packet id and DUP flag), and close() keeps the temp dir and its log
+        self.debug_log = os.environ.get("TINYMQTT_MOSQUITTO_DEBUG") == "1" if debug_log is None else debug_log
         self.persistence = persistence
         self.dir = tempfile.mkdtemp(prefix="tinymqtt-mosquitto-")
         self.conf_path = os.path.join(self.dir, "mosquitto.conf")
@@ -46,6 +49,8 @@ class Mosquitto:
             "log_timestamp true",
             "persistence %s" % ("true" if self.persistence else "false"),
         ]
+        if self.debug_log:
+            lines.append("log_type all")
         if os.geteuid() == 0:  # else mosquitto drops to user "mosquitto", which cannot write to our 0700 temp dir
             lines.append("user root")
         if self.persistence:
@@ -107,7 +112,8 @@ class Mosquitto:
     def close(self):
         """Stop and remove the temp dir."""
         self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not self.debug_log:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):
         return self.start()
