@@ -58,9 +58,9 @@ def check_size(s, n, what, arg):
         raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds out_size %d, the largest packet this client sends "
                                        "(the out_size option raises it; it defaults to max_packet_size)"
                                  % (arg, n, what, own))
-    if n > s._most:
+    if _MQTT5 and n > s._server_max:  # (a 3.x server announces none)
         raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds the server's Maximum Packet Size %d"
-                                 % (arg, n, what, s._most))
+                                 % (arg, n, what, s._server_max))
 
 
 def _filters(s, filters, pairs):

@@ -228,10 +228,7 @@ class Session:
         self._msg = Packet(_PUBLISH)
         out_size = out_size or max_packet_size  # (0: as large as inbuf)
         self.out = bytearray(out_size)
-        # out_size: what every room check reads (out_size - outlen); _most: the largest packet we may send
-        # (MQTT 5: the server's Maximum Packet Size too)
-        self.out_size = out_size
-        self._most = self._out_max or out_size
+        self.out_size = out_size  # what every room check reads (out_size - outlen)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -442,7 +439,7 @@ class Session:
             self._aliased = False
             if self.version == _V5 and self.aliases.max and not dup:
                 m = encode_publish(None, self.version, t, pl, q, False, dup, 1, pr, 1)  # with a Topic Alias
-                if m <= self._most:
+                if m <= self._server_max and m <= (self._out_max or self.out_size):
                     n = m
                     self._aliased = True
         return n
