@@ -63,32 +63,26 @@ def check_size(s, n, what, arg):
                                  % (arg, n, what, s._server_max))
 
 
-def _filters(s, filters, pairs):
-    # The filters of a SUBSCRIBE ([(filter, options)]) or an UNSUBSCRIBE ([filter]): a non-empty list, each valid
-    bad = not isinstance(filters, (list, tuple)) or not filters
-    for f in () if bad else filters:
-        if pairs:  # SUBSCRIBE: (filter, options) pairs
-            bad = not isinstance(f, (list, tuple)) or len(f) != 2
-            if bad:
-                break
-            f = f[0]
-        validate_name(f, True, "filter")
-    if bad:
-        raise LocalProtocolError(0x8F, "topic must be a filter (str) or a non-empty list of %s, not %r"
-                                 % ("(filter, qos) pairs" if pairs else "filters", filters))
-
-
 def check_subscribe(s, topics, props, t):
     """subscribe()'s arguments: topics [(filter, options)] (3.x: options is the QoS) and props; t _UNSUBSCRIBE:
     unsubscribe()'s, topics [filter]. Returns the packet's size in bytes."""
     sub = t == _SUBSCRIBE
-    _filters(s, topics, sub)
     v5_ = _MQTT5 and s.version == _V5
-    for o in topics if sub else ():  # 3.x: a QoS; MQTT 5: subscription options whose low bits are the QoS
-        o = o[1]
-        if not isinstance(o, int) or not 0 <= o <= (255 if v5_ else 2) or o & 3 == 3:
-            raise LocalProtocolError(0x9B, "qos must be a QoS of 0, 1 or 2%s, not %r"
-                                     % (" (or sub_options(...))" if v5_ else "", o))
+    bad = not isinstance(topics, (list, tuple)) or not topics  # a non-empty list, each entry valid
+    for f in () if bad else topics:
+        if sub:  # SUBSCRIBE: (filter, options) pairs
+            bad = not isinstance(f, (list, tuple)) or len(f) != 2
+            if bad:
+                break
+            f, o = f  # the filter and its options
+            # 3.x: a QoS; MQTT 5: subscription options whose low bits are the QoS
+            if not isinstance(o, int) or not 0 <= o <= (255 if v5_ else 2) or o & 3 == 3:
+                raise LocalProtocolError(0x9B, "qos must be a QoS of 0, 1 or 2%s, not %r"
+                                         % (" (or sub_options(...))" if v5_ else "", o))
+        validate_name(f, True, "filter")
+    if bad:
+        raise LocalProtocolError(0x8F, "topic must be a filter (str) or a non-empty list of %s, not %r"
+                                 % ("(filter, qos) pairs" if sub else "filters", topics))
     _props(s, props, t)
     if v5_:  # shared subscriptions, the options' other bits, the properties, and the server's limits
         s._check5(props, t, topics, 0)
