@@ -668,17 +668,16 @@ class Session:
             mv = self._inmv
             if t == _PUBLISH:  # read in place into the one reused Packet (before CONNACK too: it is checked first)
                 p = read_publish(mv, pos, pos + total, self._msg, self.version)
-                if self.state != _CONNECTING:
-                    return self._on_publish(p)
             else:  # in place too, into a new Packet: CONNACK, SUBACK and UNSUBACK go to on_event
                 p = Packet(t)
                 read_packet(mv, pos, pos + total, p, self.version)
-            if self.state == _CONNECTING:
-                if sends != _BEFORE_CONNACK:
-                    raise protocol_error("%s before CONNACK" % NAMES.split()[t])
+            connecting = self.state == _CONNECTING
+            if sends != (_BEFORE_CONNACK if connecting else _AFTER_CONNACK):  # out of turn (DISCONNECT: a 3.x server)
+                raise protocol_error("%s %s CONNACK" % (NAMES.split()[t], "before" if connecting else "after"))
+            if t == _PUBLISH:
+                return self._on_publish(p)
+            if connecting:
                 return self._on_connack(p)
-            if sends != _AFTER_CONNACK:  # a second CONNACK; DISCONNECT from a 3.x server
-                raise protocol_error("a server never sends %s after CONNACK" % NAMES.split()[t])
             if t == _SUBACK or t == _UNSUBACK:
                 return self._on_suback(t, p)
             if t == _PINGRESP:
