@@ -28,9 +28,7 @@ def check_publish(s, topic, payload, qos, retain, props):
     else:
         validate_name(topic)  # (raises: not a str)
     _message(payload, qos, retain, "")
-    _props(s, props, _PUBLISH)
-    if _MQTT5 and s.version == _V5:  # the properties, and the server's limits from its CONNACK
-        s._check5(props, _PUBLISH, qos, retain)
+    _props(s, props, _PUBLISH, qos, retain)
 
 
 def _message(payload, qos, retain, arg):
@@ -44,9 +42,13 @@ def _message(payload, qos, retain, arg):
         raise LocalProtocolError(0x82, "%sretain must be True or False (retained or not), not %r" % (arg, retain))
 
 
-def _props(s, props, ptype):
-    # MQTT 3.x has no properties (MQTT 5's: Session5._check5)
-    if props and (not _MQTT5 or s.version < _V5):
+def _props(s, props, ptype, what, retain):
+    # A request's properties (ptype: its packet type, 0 for the will's) and, on MQTT 5, the rest Session5._check5
+    # checks (what: PUBLISH's QoS, with retain; SUBSCRIBE's or UNSUBSCRIBE's topics) and the server's limits from
+    # its CONNACK; MQTT 3.x has no properties
+    if _MQTT5 and s.version == _V5:
+        s._check5(props, ptype, what, retain)
+    elif props:
         raise LocalProtocolError(0x82, "props: MQTT 3.x carries no properties (they need version=5)")
 
 
@@ -83,9 +85,7 @@ def check_subscribe(s, topics, props, t):
     if bad:
         raise LocalProtocolError(0x8F, "topic must be a filter (str) or a non-empty list of %s, not %r"
                                  % ("(filter, qos) pairs" if sub else "filters", topics))
-    _props(s, props, t)
-    if v5_:  # shared subscriptions, the options' other bits, the properties, and the server's limits
-        s._check5(props, t, topics, 0)
+    _props(s, props, t, topics, 0)  # MQTT 5: shared subscriptions and the options' other bits too
     n = encode(None, Packet(t, pid=1, topics=topics, props=props), s.version)
     check_size(s, n, "SUBSCRIBE" if sub else "UNSUBSCRIBE", "topic")
     return n
@@ -102,7 +102,5 @@ def check_will(s, w):
                                        "Packet, not %r" % (w,))
     validate_name(w.topic, False, "will topic")
     _message(w.payload, w.qos, w.retain, "will ")
-    _props(s, w.props, 0)
-    if _MQTT5 and s.version == _V5:
-        s._check5(w.props, 0, None, 0)  # (ptype 0: a will's properties)
+    _props(s, w.props, 0, None, 0)
     return w
