@@ -12,14 +12,15 @@ class TopicAliases:
             self.clock = 0
 
     def lookup(self, topic):
-        """alias > 0: send the alias alone; alias < 0: send topic and alias -alias (new mapping); 0: none."""
+        """The Topic Alias to send topic with, as packets.encode_publish takes it: > 0 a new mapping (the topic and
+        the alias), < 0 one the server already has (the alias -alias alone); 0: none granted."""
         if not self.max:
             return 0
         self.clock += 1
         a = self.alias.get(topic, 0)
         if a:
             self.used[a] = self.clock
-            return a
+            return -a
         a = 1
         for i in range(2, self.max + 1):  # the least recently used alias: a free one (0) first, the lowest
             if self.used[i] < self.used[a]:
@@ -27,4 +28,4 @@ class TopicAliases:
         self.alias.pop(self.topic[a], None)  # (its old topic, if any, loses it)
         self.topic[a], self.used[a] = topic, self.clock
         self.alias[topic] = a
-        return -a
+        return a

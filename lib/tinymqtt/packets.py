@@ -250,7 +250,7 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
                    length=0):
     """Writes a PUBLISH into buf at off and returns its length; buf None: only its length. Allocates nothing when
     topic is bytes (cache the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses
-    it alone). length: a streamed payload's (stream.py), whose bytes follow later: the header says length, payload
+    it alone; alias < 0: the alias -alias alone, whatever the topic, as aliases.TopicAliases answers). length: a streamed payload's (stream.py), whose bytes follow later: the header says length, payload
     is b"" (sized alone, payload may be the stream itself: its len())."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
@@ -258,6 +258,9 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
         v5()  # (raises: this build has no MQTT 5)
     if _MQTT5 and alias and version < _V5:
         raise LocalProtocolError(0x82, "topic aliases need MQTT 5")
+    if _MQTT5 and alias < 0:  # one the server already has: the alias alone, an empty topic name
+        topic = b""
+        alias = -alias
     pl = len(payload)
     n = _put_str(None, 0, topic) + (length or pl) + (qos and 2)  # (refuses a topic MQTT cannot carry)
     props5 = _MQTT5 and version == _V5 and (props or alias)  # MQTT 5 with properties (else an empty block)

@@ -352,13 +352,7 @@ class Session:
         if not go:
             self.pump()  # written now if what waits ahead of it goes, and the window and `out` allow
             return pid
-        a = 0
-        if _MQTT5 and self._aliased:  # a Topic Alias: > 0 the server knows it (the alias alone), < 0 a new one
-            a = self.aliases.lookup(t)
-            if a > 0:
-                t = b""
-            else:
-                a = -a
+        a = _MQTT5 and self._aliased and self.aliases.lookup(t)  # the Topic Alias _size() counted, for the codec
         self.outlen += encode_publish(self.out, self.version, t, payload, qos, retain, False, pid, props, a,
                                       self.outlen)
         self._last_sent = self._now
@@ -414,13 +408,7 @@ class Session:
                 pl = b""
             if n - k > self.out_size - self.outlen:
                 return
-            a = 0
-            if _MQTT5 and self._aliased:  # (as in publish())
-                a = self.aliases.lookup(t)
-                if a > 0:
-                    t = b""
-                else:
-                    a = -a
+            a = _MQTT5 and self._aliased and self.aliases.lookup(t)  # (as in publish())
             self.outlen += encode_publish(self.out, self.version, t, pl, q, f.retain[i], dup, f.pid[i], pr, a,
                                           self.outlen, k)
             self._last_sent = self._now

@@ -599,7 +599,10 @@ def test_encode_values_out_of_range():
     raises(LocalProtocolError, 0x82, encode, buf, Packet(K.CONNACK, props={0x25: 2}), V5)
     raises(LocalProtocolError, 0x82, encode, buf, Packet(K.PUBLISH, topic="t", props={0x01: 2}), V5)
     raises(LocalProtocolError, 0x81, encode_publish, buf, V5, b"", b"", 0, False, False, 0, None, 65536)
-    raises(LocalProtocolError, 0x81, encode_publish, buf, V5, b"t", b"", 0, False, False, 0, None, -1)
+    # (a negative alias is one the server has, sent alone: -65536 is out of range as 65536 is)
+    raises(LocalProtocolError, 0x81, encode_publish, buf, V5, b"t", b"", 0, False, False, 0, None, -65536)
+    assert encode_publish(buf, V5, b"t", b"", 0, False, False, 0, None, -7) == 8  # alias 7 alone, no topic
+    assert buf[:8] == b"\x30\x06\x00\x00\x03\x23\x00\x07"
     # the largest values that fit are written
     assert encode(buf, Packet(K.CONNACK, props={0x11: 0xFFFFFFFF, 0x21: 65535}), V5) == 2 + 3 + 5 + 3
     assert encode_publish(buf, V5, b"", b"", 0, False, False, 0, None, 65535) == 8
