@@ -156,3 +156,17 @@ def test_lib_has_no_host_only_flag():
         with open(path, encoding="utf-8") as f:
             assert "_HOST" not in f.read(), name
     assert not [n for n in lib_modules() if re.fullmatch(r"cli|cli_.*|__main__", n.split(".")[-1])]
+
+
+def test_cpython_stays_cpython_beside_pypis_micropython_stub(tmp_path):
+    # PyPI's `micropython` package (an editor stub with a const()) can sit in a CPython venv: the core must still
+    # take CPython's growing buffers, not a board's fixed 4 KB ones (it did, when const came from a try-import).
+    import subprocess
+    import sys
+    (tmp_path / "micropython.py").write_text("def const(x):\n    return x\n")
+    repo = os.path.dirname(LIB)
+    code = ("from tinymqtt.errors import const\nfrom tinymqtt.client import Client\n"
+            "c = Client('c', port=1)\nprint(const is int, c.session._in_max)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), LIB, os.path.join(repo, "ports", "linux")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", str(268435455 + 5)]

@@ -3,9 +3,13 @@
 # LocalProtocolError: our own caller asked for something the spec or the server's limits forbid (nothing was sent).
 # The subclasses differ only in their names, which say which side broke the rules: made by type(), they share
 # MQTTError's __init__, __str__ and __repr__ (docs/size.md says why not class bodies).
-try:
-    from micropython import const  # (the library's modules import it from here; on CPython: int)
-except ImportError:
+import sys
+
+# The library's modules import const from here: MicroPython's on MicroPython, int on CPython. Asked by name, not by
+# trying the import: PyPI's `micropython` package (a stub for editors) would make CPython take a board's fixed buffers.
+if sys.implementation.name == "micropython":
+    from micropython import const
+else:
     const = int
 
 

@@ -1,9 +1,11 @@
 # The names of the MQTT 5 reason codes (spec 2.4; a 3.x error carries the v5 code that means the same), for
 # messages and logs: errors.py looks a name up only when an error is shown, so this file loads only then. The codes are
 # one text, a line per code, looked up by the code's two hex digits.
-try:
+import sys
+
+if sys.implementation.name == "micropython":  # (as errors.py, which imports this file: no import cycle)
     from micropython import const
-except ImportError:  # CPython (not from errors.py, which imports this file: no import cycle)
+else:
     const = int
 
 _MQTT5 = const(1)  # const(0) in a board build without MQTT 5 (tools/deploy/features.py): only the first text

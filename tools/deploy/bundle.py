@@ -70,12 +70,12 @@ def order(modules):
 def bundle(modules, init_text):
     """tinymqtt/__init__'s text: init_text (its __version__); sys.modules["tinymqtt.M"] and the package attribute
     M for every bundled M (MicroPython's import finds the first but does not set the second); then each module's
-    text in dependency order without its imports of other bundled modules (`from tinymqtt.M import X as Y`
-    becomes `Y = X`), each `NAME = const(N)` and each identical module-level try/if block once. A module's
+    text in dependency order without its imports of other bundled modules (`from tinymqtt.M import X as Y` becomes
+    `Y = X`), each `NAME = const(N)`, identical try/if block and `import sys` (the bundle's own) once. A module's
     __getattr__ becomes _ga0, _ga1...: the package's own asks each, then imports the submodule (loaded on use)."""
     modules = order(modules)
     names = [n for n, _ in modules]
-    where = {n: ("__init__", ("package",)) for n in names + ["sys"]}  # name -> (module, origin key)
+    where = {n: ("__init__", ("package",)) for n in names} | {"sys": ("__init__", ("import", "", "sys"))}
     for stmt in ast.parse(init_text).body:
         for n in _bound(stmt):
             where[n] = ("__init__", _origin(stmt, "__init__", n))
