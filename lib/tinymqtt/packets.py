@@ -250,8 +250,9 @@ def encode_publish(buf, version, topic, payload, qos=0, retain=False, dup=False,
                    length=0):
     """Writes a PUBLISH into buf at off and returns its length; buf None: only its length. Allocates nothing when
     topic is bytes (cache the encoded topic) and props is None; `alias` adds a Topic Alias property (topic b"" uses
-    it alone; alias < 0: the alias -alias alone, whatever the topic, as aliases.TopicAliases answers). length: a streamed payload's (stream.py), whose bytes follow later: the header says length, payload
-    is b"" (sized alone, payload may be the stream itself: its len())."""
+    it alone; alias < 0: the alias -alias alone, whatever the topic, as aliases.TopicAliases answers). length: a
+    streamed payload's (stream.py), whose bytes follow later: the header says length, payload is b"" (sized alone,
+    payload may be the stream itself: its len())."""
     if not 0 <= qos <= 2 or (qos and not 0 < pid < 65536) or (dup and not qos):
         raise LocalProtocolError(0x81, "PUBLISH needs QoS 0-2, a packet id 1-65535 for QoS>0, no DUP at QoS 0")
     if not _MQTT5 and version == _V5:
