@@ -442,3 +442,23 @@ def test_9_version_defaults_to_4_in_the_mqtt311_build(tmp_path):
     app.write_text("from tinymqtt.client import Client\nprint('RESULT', Client().session.version)\n")
     rc, out, _ = unixport.run(str(app), "esp32-mqtt311", timeout=60)
     assert rc == 0 and "RESULT 4" in out, out
+
+
+def test_a_subscribe_refused_for_want_of_room_in_out_records_nothing():
+    # batch=True may leave packets in `out`: a SUBSCRIBE that does not fit beside them is refused (0x97) before a
+    # packet id is lent or the subscription recorded, and goes once `out` was written.
+    s = _session.Session(client_id="x", max_packet_size=256, out_size=64)
+    s.connect(0)
+    s.outlen = 0  # (the driver wrote the CONNECT)
+    s.inbuf[:4] = b"\x20\x02\x00\x00"  # CONNACK
+    s.received(4, 0)
+    s.outlen = 40  # 40 bytes not yet written
+    for call in (lambda: s.subscribe([("a/" + "b" * 30, 1)]), lambda: s.unsubscribe(["c/" + "d" * 30])):
+        try:
+            call()
+            raise AssertionError("not refused")
+        except LocalProtocolError as e:
+            assert e.reason == 0x97, e
+    assert s.flights.count == 0 and not s.subs and s.outlen == 40
+    s.outlen = 0
+    assert s.subscribe([("a/" + "b" * 30, 1)]) == 1 and list(s.subs) == ["a/" + "b" * 30]

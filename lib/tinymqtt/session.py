@@ -293,7 +293,7 @@ class Session:
             # an unanswered SUBSCRIBE/UNSUBSCRIBE: asked again (the kept session may still have what the
             # application unsubscribed from), and every subscription with it, to confirm what stays
             if present and t == _UNSUBSCRIBE:
-                self._request(t, topics, props)
+                self._ask(t, topics, props)
             again = True
         if not present:  # the server has no inbound flow of ours left
             if self._owed:  # an ack still owed belongs to the old session
@@ -372,12 +372,8 @@ class Session:
         while todo:
             t = todo[0]
             o = self.subs.get(t)
-            if o:
-                one = [(t, o[0])]
-                if f.count == f.size or self.out_size - self.outlen < encode(None, Packet(
-                        _SUBSCRIBE, pid=1, topics=one, props=o[1]), self.version):
-                    break  # (the queued messages may still go)
-                self._request(_SUBSCRIBE, one, o[1])
+            if o and not self._request(_SUBSCRIBE, [(t, o[0])], o[1]):
+                break  # (the queued messages may still go)
             del todo[0]
         ring = f.ring  # the send queue, oldest first (inflight.py), with stale entries
         while f.queued:
@@ -460,6 +456,7 @@ class Session:
         if _GROW and self._out_max and self.outlen + n > self.out_size:
             self._fit(n)
         offline = self.state != _CONNECTED  # sent once connected (pump)
+        pid = 0 if offline else self._ask(_SUBSCRIBE, topics, props)  # (first: a refusal records nothing)
         for f, o in topics:
             if _HANDLERS and handler:
                 self._forget((f,))
@@ -467,9 +464,7 @@ class Session:
             self.subs[f] = (o, props)
             if offline:
                 self._resub_todo.append(f)
-        if offline:
-            return 0
-        return self._request(_SUBSCRIBE, topics, props)
+        return pid
 
     def _source(self, payload, length, qos):
         # publish()'s streamed payload (stream.py), checked at the door
@@ -508,8 +503,9 @@ class Session:
         n = check_subscribe(self, filters, props, _UNSUBSCRIBE)
         if _GROW and self._out_max and self.outlen + n > self.out_size:
             self._fit(n)
+        pid = self._ask(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
         self._forget(filters)
-        return self._request(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
+        return pid
 
     def _forget(self, filters):
         # Drops these filters' subscriptions and handlers.
@@ -523,11 +519,22 @@ class Session:
             self.subs.pop(f, None)
 
     def _request(self, t, topics, props):
-        i = self.flights.add(topics, None, 3, t, props)  # qos 3: the slot lends its packet id, keeps the request
-        if i < 0:
-            raise LocalProtocolError(0x97, "no packet identifier free: %d messages in flight" % self.flights.count)
-        pid = self.flights.pid[i]
-        self._send(Packet(t, pid=pid, topics=topics, props=props), 0, 0)
+        # A SUBSCRIBE or UNSUBSCRIBE written now, its packet id lent by the flow table (qos 3: the slot keeps the
+        # request); 0, changing nothing, when no packet id is free or `out` lacks room for it
+        p = Packet(t, pid=1, topics=topics, props=props)  # (pid 1: sized as with any id)
+        f = self.flights
+        if f.count == f.size or self.out_size - self.outlen < encode(None, p, self.version):
+            return 0
+        p.pid = f.pid[f.add(topics, None, 3, t, props)]
+        self._send(p, 0, 0)
+        return p.pid
+
+    def _ask(self, t, topics, props):
+        # The application's request, connected: written now, or refused before anything is recorded
+        pid = self._request(t, topics, props)
+        if not pid:
+            raise LocalProtocolError(0x97, "no packet identifier free (%d messages in flight), or `out` holds %d "
+                                           "bytes not yet written: write them first" % (self.flights.count, self.outlen))
         return pid
 
     # ------------------------------------------------------------ input
