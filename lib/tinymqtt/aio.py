@@ -466,12 +466,13 @@ class AsyncClient(Driver):
                     n = 0
                     if s.outlen:  # acks to send (not flush(): a link error is this task's to handle, below)
                         self._write()
-                        await st.drain()
+                        await st.drain()  # (a yield too, as below)
+                    elif not more:  # the other tasks run before the next read (a publisher's burst: its acks come)
+                        await _sleep_ms(0)
                     if not more:
                         break
                     while s.parked and s.hold and self.transport is st:  # a message arrived; the inbox is full
                         await self._next_change()
-                await _sleep_ms(0)  # the other tasks run before the next read (a publisher's burst: its acks come)
             except _LINK_ERRORS as e:
                 if self.transport is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._close(e)
