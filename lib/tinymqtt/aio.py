@@ -150,7 +150,7 @@ class SocketStream:
             if not self._pending:  # (else behind it, in order)
                 k = self._raw.write(buf, 0, n) or 0
         except (OSError, ValueError) as e:
-            self._check(e)
+            self._check(e)  # (some boards raise EAGAIN where others return None: the whole packet waits)
         if k < n:  # the socket is full: a copy of the rest, for drain()
             self._pending += memoryview(buf)[k:n]
 

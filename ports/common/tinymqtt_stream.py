@@ -40,7 +40,10 @@ class Stream:
         return n
 
     def write(self, buf, n):  # the stream copies what it is given
-        self.w.write(memoryview(buf)[:n])
+        try:
+            self.w.write(memoryview(buf)[:n])
+        except (OSError, ValueError) as e:
+            raise _failed(e) or lost(e)
 
     async def drain(self):
         try:
