@@ -3,7 +3,7 @@
 # rates() measures them (20000 x 64 B, 1000 in flight, counted by a C subscriber). Environment: N, ROUNDS
 # (median taken), QOS ("0,1,2"), CLIENTS ("raw,tinymqtt-aio,mqtt_as"), BUILDS ("mp-,mp32-"). Each row: the median
 # msgs/s, the median of each round's ratio to the ceiling's rate in that round, and the median client CPU time per
-# message (the publisher's /proc/self/stat, 10 ms ticks: steadier than msgs/s on a shared machine); first, the
+# message (the publisher's /proc/self/stat, 10 ms ticks: steadier than msgs/s on a shared machine); above the rows, the
 # machine's load average before and after the run.
 import os
 import shutil
