@@ -4,13 +4,16 @@
 # proves it), nor does `await publish()` at QoS 0 on the unix port (publish() is no coroutine: it returns an
 # awaitable already done, or the stream's own yield; the WebAssembly build's asyncio allocates 16 B for that yield
 # itself). At QoS 1/2 it costs one object of ours per flow, its coroutine (_result: 112 / 224 B on 32 / 64-bit): the
-# waits make none (aio._Changes, the ports' SocketWait). The rest is asyncio's, at each wait of the reader task for
-# the socket: MicroPython's IO queue makes a list and a poll registration (112 B / 96 B) and, on the 32-bit unix
-# port, whose heap lies above 1 GiB, four id() big ints (128 B; an ESP32's or RP2040's fit small ints); on the
-# simulated board the read's coroutine and the bridge to Node (~276 B). QoS 2 waits twice. Those figures are
-# pinned below (were 144 / 520-614 / 918-968 B and 256 / 928 / 1344 B before publish() stopped being a coroutine,
-# 2 / 446 / 807 B on the 32-bit unix port before the waits stopped making objects). `async for` over messages() is
-# measured and reported (its coroutine, the Message and its payload copy).
+# waits make none (aio._Changes, aio.SocketStream's SocketWait). The rest is asyncio's, at each wait of the reader
+# task for the socket: MicroPython's IO queue makes a list and a poll registration (112 B / 96 B) and, on the 32-bit
+# unix port, whose heap lies above 1 GiB, four id() big ints (128 B; an ESP32's or RP2040's fit small ints); on the
+# simulated board the read's coroutine and the bridge to Node (~276 B). QoS 2 waits twice. The reader reads what came
+# before it waits, so an ack that arrived while the publisher ran costs no wait: on loopback most do (measured 0 /
+# 112-184 / 112-234 B on the 32-bit unix port, 0 / 224-260 / 225 B on 64-bit, four runs); over a slower link each ack
+# waits. The pins below allow a wait per ack (were 144 / 520-614 / 918-968 B and 256 / 928 / 1344 B before publish()
+# stopped being a coroutine, 2 / 446 / 807 B on the 32-bit unix port before the waits stopped making objects, 0 / 352
+# / 592 B there and 0 / 320 / 416 B on 64-bit before the reader read first). `async for` over messages() is measured
+# and reported (its coroutine, the Message and its payload copy).
 import os
 
 import pytest
@@ -45,8 +48,9 @@ def test_asyncio_publish_nowait_allocates_nothing_and_the_rest_is_measured(broke
                " / ".join("%.0f" % res["q%d %s" % (q, what)] for q in range(3)))
     for q in range(3):
         assert res["q%d publish_nowait locked" % q], res
-    # B per `await publish()` at QoS 0/1/2, at most (measured 2 / 386-424 / 725-776 on 32-bit: the bridge to Node
-    # varies; 0 / 320 / 416 on 64-bit, 0 / 352 / 592 on the 32-bit unix port)
+    # B per `await publish()` at QoS 0/1/2, at most: a wait per ack (measured 2 / 362-434 / 787-821 on 32-bit: the
+    # bridge to Node varies; 0 / 224-260 / 225 on 64-bit, 0 / 112-184 / 112-234 on the 32-bit unix port, where most
+    # acks came while the publisher ran)
     most = {"32-bit": (16, 480, 880), "64-bit": (0, 336, 448), "32-bit unix": (0, 368, 608)}[label]
     assert all(res["q%d await publish" % q] <= most[q] for q in range(3)), res
     record("MicroPython heap (%s): asyncio client idle for 1 s (B)" % label, "%.0f" % res["idle 1 s"])

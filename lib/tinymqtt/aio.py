@@ -102,6 +102,89 @@ class SocketWait:
         raise self.stop
 
 
+class SocketStream:
+    """MicroPython: its asyncio stream used through the socket (.s) as its own Stream methods do, without their
+    coroutine per call: awaiting a read or a drain makes no object. What the socket does not take is kept here,
+    not in the Stream's out_buf: its drain() drops what another task writes meanwhile, and a second task's drain
+    would take the first one's place in asyncio's IO queue (that one would never wake). The ports' open_stream()
+    make it with failed(e): what a socket's error means on that port (the error to raise; None when the socket
+    was only busy)."""
+
+    _pending = b""  # what the socket has not taken yet: a copy, as the caller reuses its buffer
+    _draining = None  # an Event while a task writes _pending out (one at a time)
+
+    def __init__(self, writer, failed):
+        self.w = writer
+        self.failed = failed
+        self._raw = writer.s
+        self._wait = SocketWait(writer.s)  # awaited for every read: made once
+        self._room = SocketWait(writer.s, writing=True)
+        self._buf = self._mv = None
+
+    def _check(self, e):
+        # Raises what e means; returns when the socket was only busy. (ValueError: MicroPython's TLS handshake
+        # runs in the first reads and writes)
+        e = self.failed(e)
+        if e:
+            raise e
+
+    def readable(self, buf, off):
+        return self._wait
+
+    def readinto(self, buf, off):
+        """Bytes read into buf[off:] now, 0 when none (or no whole TLS record yet)."""
+        if buf is not self._buf:
+            self._buf, self._mv = buf, memoryview(buf)
+        try:
+            n = self._raw.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
+        except (OSError, ValueError) as e:
+            self._check(e)
+            return 0
+        if n == 0:  # (None: nothing after all, or no whole TLS record yet)
+            raise ConnectionLost(0x80, "the server closed the connection")
+        return n or 0
+
+    def write(self, buf, n):
+        k = 0
+        try:
+            if not self._pending:  # (else behind it, in order)
+                k = self._raw.write(buf, 0, n) or 0
+        except (OSError, ValueError) as e:
+            self._check(e)  # (some boards raise EAGAIN where others return None: the whole packet waits)
+        if k < n:  # the socket is full: a copy of the rest, for drain()
+            self._pending += memoryview(buf)[k:n]
+
+    def drain(self):
+        """An awaitable. When write() left nothing pending (the usual case), only the yield that MicroPython's own
+        Stream.drain() makes then: without its coroutine and ours, two objects per publish, which kept
+        MicroPython's allocator busy enough to cut asyncio QoS 0 eightfold."""
+        return self._drain() if self._pending else _sleep_ms(0)
+
+    async def _drain(self):
+        while self._draining:  # another task is writing it out: wait for the end of its drain
+            await self._draining.wait()
+        ev = self._draining = asyncio.Event()
+        try:
+            while self._pending:  # (with what other tasks write meanwhile)
+                await self._room
+                k = 0
+                try:
+                    k = self._raw.write(self._pending) or 0
+                except (OSError, ValueError) as e:
+                    self._check(e)
+                self._pending = self._pending[k:]
+        finally:
+            self._draining = None
+            ev.set()
+
+    def close(self):
+        try:
+            self.w.close()  # a no-op in MicroPython's asyncio (wait_closed() closes): close the socket too
+            self._raw.close()
+        except (OSError, RuntimeError):
+            pass
+
+
 # A message from messages(): its own copy (the session reuses its receive buffer), one tuple and the payload.
 Message = namedtuple("Message", ["topic", "payload", "qos", "retain", "dup", "pid", "props"])
 
@@ -136,6 +219,7 @@ class AsyncClient(Driver):
         self._queued = _DONE and _Changes()
 
     _closed = False
+    _piecewise = True  # a streamed payload leaves a piece per _write() (Driver's)
     _tasks = ()  # the reader and the ticker, once connect() started them
     stream = property(lambda self: self.transport)  # the port's async stream, None while offline
 
@@ -280,20 +364,6 @@ class AsyncClient(Driver):
             d = _sleep_ms(0)
         return d if not pid and type(d) is _YIELD else self._result(pid, d)
 
-    def _write(self):
-        # Driver's, except that a streamed payload goes a piece per call: each piece is written once the stream
-        # sent the last (flush() drains between them), so what the socket has not taken yet, which MicroPython's
-        # stream keeps a copy of, is never more than a piece, and the payload is never whole in RAM.
-        s = self.session
-        t = self.transport
-        while s.outlen and t:
-            n = s.outlen
-            s.outlen = 0
-            t.write(s.out, n)
-            s.pump()  # (a streamed payload: its next piece, read from the source into `out`)
-            if _streaming(s):
-                return
-
     async def _pieces(self, drain):
         # The rest of a streamed payload once drain (the last piece's) is done: a piece written, then drained.
         # (A link error reaches _result(), which closes the link.)
@@ -384,14 +454,21 @@ class AsyncClient(Driver):
                     await _sleep_ms(ticks_diff(self._next_try, p.ticks_ms()))  # (<= 0: at once)
                     await self._open()
                     continue
-                await st.readable(s.inbuf, s.inlen)  # (MicroPython: the stream's SocketWait, no object per read)
+                # What came already is read before any wait: on MicroPython each wait in asyncio's IO queue registers
+                # the socket with its poller and unregisters it at the wake (asyncio makes objects for both), which
+                # a read skips whenever the server's packets came while the other tasks ran (the yield below).
                 n = st.readinto(s.inbuf, s.inlen)
+                if not n:
+                    await st.readable(s.inbuf, s.inlen)  # (MicroPython: the stream's SocketWait, no object of ours)
+                    continue
                 while True:
                     more = s.received(n, p.ticks_ms())  # True: stopped early, `out` is nearly full or parked
                     n = 0
                     if s.outlen:  # acks to send (not flush(): a link error is this task's to handle, below)
                         self._write()
-                        await st.drain()
+                        await st.drain()  # (a yield too, as below)
+                    elif not more:  # the other tasks run before the next read (a publisher's burst: its acks come)
+                        await _sleep_ms(0)
                     if not more:
                         break
                     while s.parked and s.hold and self.transport is st:  # a message arrived; the inbox is full

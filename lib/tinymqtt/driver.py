@@ -149,15 +149,22 @@ class Driver:
                                else "lost: the server no longer has the session"), pid)
         return r
 
+    _piecewise = False  # (the asyncio client's True: see _write)
+
     def _write(self):
-        # Every pending packet (each batch in one write), then what the session queued behind them.
+        # Every pending packet (each batch in one write), then what the session queued behind them. A streamed
+        # payload (stream.py) is written whole here; with _piecewise (the asyncio client's) a piece per call: each
+        # piece is written once the stream sent the last (flush() drains between them), so what the socket has
+        # not taken yet, which MicroPython's stream keeps a copy of, is never more than a piece.
         s = self.session
         t = self.transport
         while s.outlen and t:
             n = s.outlen
             s.outlen = 0
             t.write(s.out, n)
-            s.pump()
+            s.pump()  # (a streamed payload: its next piece, read from the source into `out`)
+            if self._piecewise and getattr(s, "_feed", None) is not None:
+                return
 
     def _close(self, err):
         # Ends the link (the session keeps its state); a reconnect may follow after the backoff.

@@ -178,7 +178,7 @@ def open(host, port, tls=None, timeout_ms=10000):
 class AsyncTransport:
     """One asyncio connection: readable() waits on the stream (no polling), readinto() takes what came, write()
     queues, drain() sends. This class: CPython's streams, whose read both waits and takes (readinto() hands over
-    what readable() read); MicroPython's: MicroStream below."""
+    what readable() read); MicroPython's: tinymqtt.aio.SocketStream (open_stream)."""
 
     _n = 0  # what readable() read into the buffer, for readinto()
 
@@ -214,83 +214,6 @@ class AsyncTransport:
             pass
 
 
-class MicroStream(AsyncTransport):
-    """MicroPython's asyncio stream, used through its socket (.s) as its own Stream methods do, without their
-    coroutine per call: awaiting a read or a drain makes no object. What the socket does not take is kept here, not
-    in the Stream's out_buf: its drain() drops what another task writes meanwhile, and a second task's drain would
-    take the first one's place in asyncio's IO queue (that one would never wake)."""
-
-    _pending = b""  # what the socket has not taken yet: a copy, as the caller reuses its buffer
-    _draining = None  # an Event while a task writes _pending out (one at a time)
-
-    def __init__(self, reader, writer, host=""):
-        AsyncTransport.__init__(self, reader, writer, host)
-        import asyncio
-        from tinymqtt.aio import SocketWait
-        self._raw = writer.s
-        self._wait = SocketWait(writer.s)
-        self._room = SocketWait(writer.s, writing=True)
-        self._yield = asyncio.sleep_ms  # a shared generator: awaiting it allocates nothing
-        self._buf = self._mv = None
-
-    def readable(self, buf, off):
-        return self._wait
-
-    def readinto(self, buf, off):
-        if buf is not self._buf:
-            self._buf, self._mv = buf, memoryview(buf)
-        try:
-            n = self._raw.readinto(self._mv[off:] if off else self._mv)  # no view made at offset 0
-        except ValueError as e:  # MicroPython's TLS handshake runs in the first reads and writes
-            raise _tls_failed(e, self.host)
-        if n is None:  # nothing after all, or no whole TLS record yet
-            return 0
-        if not n:
-            raise ConnectionLost(0x80, "the server closed the connection")
-        return n
-
-    def write(self, buf, n):
-        try:
-            k = 0
-            if not self._pending:  # (else behind it, in order)
-                k = self._raw.write(buf, 0, n) or 0
-            if k < n:  # the socket is full: a copy of the rest, for drain()
-                self._pending += memoryview(buf)[k:n]
-        except (OSError, ValueError) as e:
-            raise _link_failed(e, self.host)
-
-    def drain(self):
-        """An awaitable. When write() left nothing pending (the usual case), only the yield that MicroPython's own
-        Stream.drain() makes then: without its coroutine and ours, two objects per publish, which kept
-        MicroPython's allocator busy enough to cut asyncio QoS 0 eightfold."""
-        if not self._pending:
-            return self._yield(0)
-        return self._drain()
-
-    async def _drain(self):
-        import asyncio
-        while self._draining:  # another task is writing it out: wait for the end of its drain
-            await self._draining.wait()
-        ev = self._draining = asyncio.Event()
-        try:
-            while self._pending:  # (with what other tasks write meanwhile)
-                await self._room
-                k = self._raw.write(self._pending) or 0
-                self._pending = self._pending[k:]
-        except (OSError, ValueError) as e:
-            raise _link_failed(e, self.host)
-        finally:
-            self._draining = None
-            ev.set()
-
-    def close(self):
-        try:
-            self.w.close()  # a no-op in MicroPython's asyncio (wait_closed() closes): close the socket too
-            self._raw.close()
-        except (OSError, RuntimeError):
-            pass
-
-
 async def open_stream(host, port, tls=None):
     import asyncio
     ctx = _tls_context(tls) if _wants_tls(tls) else None
@@ -301,4 +224,7 @@ async def open_stream(host, port, tls=None):
             r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=_server_name(tls, host))
         except BaseException as e:
             raise _tls_failed(e, host)
-    return (MicroStream if hasattr(w, "out_buf") else AsyncTransport)(r, w, host)
+    if hasattr(w, "out_buf"):  # MicroPython's asyncio: its socket used directly, no object per read or drain
+        from tinymqtt.aio import SocketStream
+        return SocketStream(w, lambda e: None if isinstance(e, OSError) and _busy(e) else _link_failed(e, host))
+    return AsyncTransport(r, w, host)

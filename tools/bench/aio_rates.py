@@ -3,7 +3,8 @@
 # rates() measures them (20000 x 64 B, 1000 in flight, counted by a C subscriber). Environment: N, ROUNDS
 # (median taken), QOS ("0,1,2"), CLIENTS ("raw,tinymqtt-aio,mqtt_as"), BUILDS ("mp-,mp32-"). Each row: the median
 # msgs/s, the median of each round's ratio to the ceiling's rate in that round, and the median client CPU time per
-# message (the publisher's /proc/self/stat, 10 ms ticks: steadier than msgs/s on a shared machine).
+# message (the publisher's /proc/self/stat, 10 ms ticks: steadier than msgs/s on a shared machine); above the rows, the
+# machine's load average before and after the run.
 import os
 import shutil
 import sys
@@ -28,6 +29,7 @@ def main():
     n, rounds = int(os.environ.get("N", 20000)), int(os.environ.get("ROUNDS", 1))
     qoses = [int(q) for q in os.environ.get("QOS", "0,1,2").split(",")]
     out = {}
+    load = os.getloadavg()[0]  # (the machine's load beside the rates: a shared machine's rates move with it)
     broker = BenchBroker().start()
     try:
         for prefix in os.environ.get("BUILDS", "mp-,mp32-").split(","):
@@ -37,6 +39,7 @@ def main():
             out.update({"%s q%d" % (c, q): v for (c, q), v in r.items() if v})
     finally:
         broker.close()
+    print("load average (1 min) %.2f before, %.2f after" % (load, os.getloadavg()[0]))
     for k, v in out.items():  # (CPU: the publishing process's, per message, median of the rounds)
         print("%-24s %8.0f msgs/s  x%.2f of its ceiling  client CPU %5.1f us/msg" % (
             k, v["rate"], v.get("ratio") or 0, (v.get("cpu_us") or {}).get("client") or 0))
