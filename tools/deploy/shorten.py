@@ -24,7 +24,7 @@ TAGS = [(re.compile(r"\b(%s)\b" % words), subject) for words, subject in (
     ("in[- ]flight", "in flight"), ("packet id(entifier)?", "packet id"), ("Remaining Length", "Remaining Length"),
     ("Receive Maximum|maximum packet size|byte packet", ""), ("property", "property"),
     ("reason codes?", "reason code"), ("Variable Byte Integer", "Variable Byte Integer"),
-    ("UTF-8|U\\+0000|string", "string"), ("connected", "connection"), ("does not fit", "field"))]
+    ("UTF-8|U\\+0000|string", "string"), ("connected|connection", "connection"), ("does not fit", "field"))]
 _CONVERSION = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[a-zA-Z%]")
 # The library's error classes (errors.py) and its helper that makes one: a call of one builds an error.
 ERRORS = {"MQTTError", "RemoteProtocolError", "LocalProtocolError", "ConnectError", "ConnectionLost",
