@@ -44,6 +44,8 @@ import hashlib
 import json
 import os
 import time
+from array import array
+from itertools import accumulate
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -196,14 +198,66 @@ def arrow_schema():
 
 
 def records_to_batch(rows, schema):
-    """Decoded spool records (tinymqtt_spark.spool.records) -> one Arrow RecordBatch, built column by column."""
+    """Decoded spool records (tinymqtt_spark.spool.records) -> one Arrow RecordBatch, built column by column
+    from buffers. Not with pyarrow.array(): its first call in a process imports pandas (pyarrow 26 asks pandas
+    whether the values are a pandas object), ~0.5-1 s of CPU in the driver's source process at every query
+    start, while its link is taking in the session's backlog; this way pandas is never imported there."""
     import pyarrow as pa
     off, pid, qos, dup, retain, topic, payload, props, ts = zip(*rows)
     t = [f.type for f in schema]
-    cols = [pa.array(topic, t[0]), pa.array(payload, t[1]), pa.array(qos, t[2]), pa.array(retain, t[3]),
-            pa.array(dup, t[4]), pa.array([list(p.items()) if p else None for p in props], t[5]),
-            pa.array([round(x * 1e6) for x in ts], pa.int64()).cast(t[6]), pa.array(off, t[7]), pa.array(pid, t[8])]
+    cols = [_binary(t[0], [x.encode() for x in topic]), _binary(t[1], payload), _fixed(t[2], "i", qos),
+            _bools(t[3], retain), _bools(t[4], dup), _maps(t[5], props),
+            _fixed(t[6], "q", [round(x * 1e6) for x in ts]), _fixed(t[7], "q", off), _fixed(t[8], "i", pid)]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+# Arrow columns from Python values, by their buffers (the Arrow columnar format): a validity bitmap (None: no
+# nulls), then the values: fixed-width ints, a bitmap for booleans, int32 offsets and the bytes for
+# strings/binary (a string is its UTF-8 bytes), and a map is a list of (key, value) structs.
+
+def _bitmap(flags):
+    out = bytearray((len(flags) + 7) // 8)
+    for i, f in enumerate(flags):
+        if f:
+            out[i >> 3] |= 1 << (i & 7)
+    return bytes(out)
+
+
+def _fixed(typ, code, values):  # code: the array module's typecode of the same width ("i" int32, "q" int64)
+    import pyarrow as pa
+    if None in values:  # pid: a QoS 0 message has no packet id
+        valid = pa.py_buffer(_bitmap([v is not None for v in values]))
+        values = [0 if v is None else v for v in values]
+    else:
+        valid = None
+    return pa.Array.from_buffers(typ, len(values), [valid, pa.py_buffer(array(code, values))])
+
+
+def _bools(typ, values):
+    import pyarrow as pa
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(_bitmap(values))])
+
+
+def _binary(typ, values):
+    import pyarrow as pa
+    offsets = array("i", [0])
+    offsets.extend(accumulate(map(len, values)))
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+
+
+def _maps(typ, maps):  # a record without properties (None or {}) is a null map
+    import pyarrow as pa
+    keys, items, offsets = [], [], array("i", [0])
+    for m in maps:
+        if m:
+            for k, v in m.items():
+                keys.append(k.encode())
+                items.append(v.encode())
+        offsets.append(len(keys))
+    entries = pa.StructArray.from_arrays([_binary(pa.string(), keys), _binary(pa.string(), items)],
+                                         fields=[typ.key_field, typ.item_field])
+    valid = None if all(maps) else pa.py_buffer(_bitmap([bool(m) for m in maps]))
+    return pa.Array.from_buffers(typ, len(maps), [valid, pa.py_buffer(offsets)], children=[entries])
 
 
 def batch_to_ipc(batch):
@@ -236,9 +290,6 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._link is None:
             self._link = self.config.link().start()
             self._reconcile()
-            # pyarrow's first batch and IPC stream cost ~0.5 s (imports, kernels): pay it now, while the link
-            # connects, not in the first batch's partitions()
-            batch_to_ipc(records_to_batch([(0, 0, 0, False, False, "", b"", None, 0.0)], arrow_schema()))
         self._link.check()
         return self._link
 
