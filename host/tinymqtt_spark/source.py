@@ -54,6 +54,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
           "received_ts TIMESTAMP, offset BIGINT, pid INT")
 SPOOL = "mqtt-spool"  # the source's directory inside the query's checkpoint
+LIVE_WAIT_S = 5.0  # the first latestOffset() waits at most this long for the link to be live and quiet
+FIRST_QUIET_S = 0.1  # ... quiet: nothing received nor acknowledged for this long (5 group commits)
 
 
 def _truth(v):
@@ -282,9 +284,10 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = config
         self._link = None
         self._available_now = None  # monotonic time of prepareForTriggerAvailableNow()
+        self._waited_live = False  # the first latestOffset() waited for the link to be live
 
     def __getstate__(self):  # the planner pickles the reader for read(): never the live link
-        return {"config": self.config, "_link": None, "_available_now": None}
+        return {"config": self.config, "_link": None, "_available_now": None, "_waited_live": False}
 
     def link(self):
         if self._link is None:
@@ -333,11 +336,33 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             time.sleep(0.05)
 
+    def _wait_live(self, link, start, limit):
+        # Spark runs a new query's first batch whatever latestOffset() says (nothing is committed yet), and a
+        # Python source's batch costs ~1 s even empty (docs/spark.md, "Speed"). Asked the moment the link
+        # starts, it would be empty. So the first call waits until the link is live (SUBACK) and the burst a
+        # resumed session's queue starts with (mosquitto sends up to our Receive Maximum at once, before or
+        # after the SUBACK) has paused: the first batch takes that window, later batches what came meanwhile.
+        # Waiting for the whole backlog instead (quiet for longer) measured no faster: the link then drains
+        # while Spark runs the first batch, not before it. Nor is there any point past a full batch.
+        deadline = time.monotonic() + LIVE_WAIT_S
+        full = start + max(1, limit.max_rows) if isinstance(limit, ReadMaxRows) else None
+        while time.monotonic() < deadline:
+            link.check()
+            s = link.snapshot_quiet()
+            if s["paused"] or (s["live"] and s["quiet_s"] >= FIRST_QUIET_S):
+                return
+            if full is not None and link.spooled_to() >= full:
+                return
+            time.sleep(0.01)
+
     def latestOffset(self, start, limit):
         link = self.link()
         s = int(start["offset"])
         if self._available_now is not None:
             self._wait_quiet(link)
+        elif not self._waited_live:
+            self._waited_live = True
+            self._wait_live(link, s, limit)
         end = link.expose(floor=s)
         if end == s and self.config.heartbeat and link.uncommitted_records(s):
             end = link.heartbeat()  # nothing new, but the last batch waits for commit(): plan an empty one
