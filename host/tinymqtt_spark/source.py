@@ -202,7 +202,7 @@ def arrow_schema():
 def records_to_batch(rows, schema):
     """Decoded spool records (tinymqtt_spark.spool.records) -> one Arrow RecordBatch, built column by column
     from buffers. Not with pyarrow.array(): its first call in a process imports pandas (pyarrow 26 asks pandas
-    whether the values are a pandas object), ~0.5-1 s of CPU in the driver's source process at every query
+    whether the values are a pandas object), 0.3-1.2 s of CPU in the driver's source process at every query
     start, while its link is taking in the session's backlog; this way pandas is never imported there."""
     import pyarrow as pa
     off, pid, qos, dup, retain, topic, payload, props, ts = zip(*rows)
