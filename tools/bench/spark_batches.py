@@ -6,7 +6,8 @@
 #    driver's long-lived source worker: streamReader, getDefaultReadLimit, latestOffset, partitions, commit;
 #    the executors' workers: read, with their CPU), from a subclass of the source that only times its calls
 #    ("mqtttimed", in this module, so that Spark's workers import it as they import the source);
-#  - when the driver's source worker process was started (so: how long Spark took to hand it the source);
+#  - when the driver's source worker process was started and when it imported this module (unpickling the
+#    source), so: how long Spark took to hand it the source, and which part of that was Python's imports;
 #  - each batch's phases (Spark's durationMs) and each task's run time and JVM CPU (the UI's REST API).
 #     python -m tools.bench.spark_batches [--n 50000] [--rounds 2]
 import argparse
@@ -37,6 +38,11 @@ def _trace(what, t0, **more):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps(dict(more, what=what, t=t0, s=time.time() - t0, pid=os.getpid())) + "\n")
+
+
+# A Spark worker imports this module when it unpickles the source: after pyspark's own imports, before the JVM
+# hands it anything else (so this line splits the driver's source worker start into Python's and the JVM's part).
+_trace("imported", time.time(), started=_process_started())
 
 
 class TimedReader(MQTTStreamReader):
