@@ -9,7 +9,7 @@
 #  - when the driver's source worker process was started and when it imported this module (unpickling the
 #    source), so: how long Spark took to hand it the source, and which part of that was Python's imports;
 #  - each batch's phases (Spark's durationMs) and each task's run time and JVM CPU (the UI's REST API).
-#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2]
+#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2] [--num-partitions N]
 import argparse
 import json
 import os
@@ -127,7 +127,7 @@ def _tasks(spark, after):
     return out
 
 
-def run_source(spark, broker, n, d, trace, log=print):
+def run_source(spark, broker, n, d, trace, log=print, **options):
     from tools.bench import spark_ceiling as C
     from tools.spark.pipeline import source_options
     cid = "batches-" + uuid.uuid4().hex[:6]
@@ -136,7 +136,7 @@ def run_source(spark, broker, n, d, trace, log=print):
     open(trace, "w").close()
     t0 = time.time()
     raw = spark.readStream.format("mqtttimed").options(**source_options(
-        "%s:%d" % (broker.host, broker.port), C.TOPIC, os.path.join(d, "ckpt"), cid)).load()
+        "%s:%d" % (broker.host, broker.port), C.TOPIC, os.path.join(d, "ckpt"), cid, **options)).load()
     t1 = time.time()
     q = (raw.writeStream.format("parquet").option("path", os.path.join(d, "out"))
          .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
@@ -163,6 +163,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tools.bench.spark_batches")
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--num-partitions", type=int, default=None, help="the source's numPartitions option")
     a = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="tinymqtt-batches-")
     trace = os.environ[TRACE_ENV] = os.path.join(work, "trace.jsonl")  # before the JVM: its workers inherit it
@@ -174,7 +175,8 @@ def main(argv=None):
             last = max([s for s, _ in _tasks(spark, -1)] or [-1])
             for i in range(a.rounds):
                 print("round %d" % (i + 1))
-                run_source(spark, broker, a.n, os.path.join(work, "src-%d" % i), trace)
+                run_source(spark, broker, a.n, os.path.join(work, "src-%d" % i), trace,
+                           **({"numPartitions": a.num_partitions} if a.num_partitions else {}))
                 for s, ts in _tasks(spark, last):
                     print("  stage %d tasks (run ms / JVM CPU ms): %s" % (s, ", ".join("%d/%d" % t for t in ts)))
                     last = s
