@@ -66,3 +66,35 @@ def test_partition_ipc_round_trip():
     got = pa.Table.from_batches(back).to_pylist()
     assert [r["offset"] for r in got] == list(range(1000)) and got[4]["properties"] == [("a", "b")]
     assert got[7]["payload"] == b"\xff7" and got[3]["received_ts"].timestamp() == rows[3][8]
+
+
+def test_batch_from_buffers_equals_pyarrow_conversion_and_leaves_pandas_unimported():
+    # records_to_batch builds its columns from buffers (pyarrow.array imports pandas, ~0.5-1 s at each query
+    # start in the driver's source process): the batch must be what pyarrow.array makes of the same values.
+    import subprocess
+    import sys
+    import pyarrow as pa
+    from tinymqtt_spark.source import arrow_schema, records_to_batch
+    rnd = random.Random(34)
+    rows = [(i, rnd.choice([None, 1, 65535]), rnd.choice([0, 1, 2]), rnd.random() < .3, rnd.random() < .3,
+             rnd.choice(["a/b", "fl\u00e9et/\"x\"/t", "", "\u2603/\n"]),
+             bytes(rnd.randrange(256) for _ in range(rnd.randrange(40))),
+             rnd.choice([None, {}, {"k": "v\u00e9", "content_type": "a\"b"}, {"\u00e7": ""}]),
+             1795372251.302625 + i / 7) for i in range(2000)]
+    schema, t = arrow_schema(), [f.type for f in arrow_schema()]
+    off, pid, qos, dup, retain, topic, payload, props, ts = zip(*rows)
+    want = pa.RecordBatch.from_arrays(
+        [pa.array(topic, t[0]), pa.array(payload, t[1]), pa.array(qos, t[2]), pa.array(retain, t[3]),
+         pa.array(dup, t[4]), pa.array([list(p.items()) if p else None for p in props], t[5]),
+         pa.array([round(x * 1e6) for x in ts], pa.int64()).cast(t[6]), pa.array(off, t[7]), pa.array(pid, t[8])],
+        schema=schema)
+    for lo, hi in ((0, 2000), (5, 6), (17, 1000)):
+        got = records_to_batch(rows[lo:hi], schema)
+        got.validate(full=True)
+        assert got.equals(want.slice(lo, hi - lo))
+    code = ("import sys, tools.spark; from tinymqtt_spark.source import arrow_schema, batch_to_ipc, "
+            "records_to_batch; batch_to_ipc(records_to_batch([(0, 1, 1, False, False, 't', b'p', {'a': 'b'}, 1.5)], "
+            "arrow_schema())); print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tools.spark.ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -344,6 +344,11 @@ class MqttLink:
             crashpoint("spooled")
         return end
 
+    def spooled_to(self):
+        """The offset the next message will get: what expose() would return now (without sealing)."""
+        with self.lock:
+            return self.spool.next_offset
+
     def uncommitted_records(self, end):
         """True when offsets below `end` hold messages the consumer has not committed yet."""
         with self.lock:

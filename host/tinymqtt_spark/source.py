@@ -44,6 +44,8 @@ import hashlib
 import json
 import os
 import time
+from array import array
+from itertools import accumulate
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -52,6 +54,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 SCHEMA = ("topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, properties MAP<STRING, STRING>, "
           "received_ts TIMESTAMP, offset BIGINT, pid INT")
 SPOOL = "mqtt-spool"  # the source's directory inside the query's checkpoint
+LIVE_WAIT_S = 5.0  # the first latestOffset() waits at most this long for the link to be live and quiet
+FIRST_QUIET_S = 0.1  # ... quiet: nothing received nor acknowledged for this long (5 group commits)
 
 
 def _truth(v):
@@ -196,14 +200,66 @@ def arrow_schema():
 
 
 def records_to_batch(rows, schema):
-    """Decoded spool records (tinymqtt_spark.spool.records) -> one Arrow RecordBatch, built column by column."""
+    """Decoded spool records (tinymqtt_spark.spool.records) -> one Arrow RecordBatch, built column by column
+    from buffers. Not with pyarrow.array(): its first call in a process imports pandas (pyarrow 26 asks pandas
+    whether the values are a pandas object), 0.3-1.2 s of CPU in the driver's source process at every query
+    start, while its link is taking in the session's backlog; this way pandas is never imported there."""
     import pyarrow as pa
     off, pid, qos, dup, retain, topic, payload, props, ts = zip(*rows)
     t = [f.type for f in schema]
-    cols = [pa.array(topic, t[0]), pa.array(payload, t[1]), pa.array(qos, t[2]), pa.array(retain, t[3]),
-            pa.array(dup, t[4]), pa.array([list(p.items()) if p else None for p in props], t[5]),
-            pa.array([round(x * 1e6) for x in ts], pa.int64()).cast(t[6]), pa.array(off, t[7]), pa.array(pid, t[8])]
+    cols = [_binary(t[0], [x.encode() for x in topic]), _binary(t[1], payload), _fixed(t[2], "i", qos),
+            _bools(t[3], retain), _bools(t[4], dup), _maps(t[5], props),
+            _fixed(t[6], "q", [round(x * 1e6) for x in ts]), _fixed(t[7], "q", off), _fixed(t[8], "i", pid)]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+# Arrow columns from Python values, by their buffers (the Arrow columnar format): a validity bitmap (None: no
+# nulls), then the values: fixed-width ints, a bitmap for booleans, int32 offsets and the bytes for
+# strings/binary (a string is its UTF-8 bytes), and a map is a list of (key, value) structs.
+
+def _bitmap(flags):
+    out = bytearray((len(flags) + 7) // 8)
+    for i, f in enumerate(flags):
+        if f:
+            out[i >> 3] |= 1 << (i & 7)
+    return bytes(out)
+
+
+def _fixed(typ, code, values):  # code: the array module's typecode of the same width ("i" int32, "q" int64)
+    import pyarrow as pa
+    if None in values:  # pid: a QoS 0 message has no packet id
+        valid = pa.py_buffer(_bitmap([v is not None for v in values]))
+        values = [0 if v is None else v for v in values]
+    else:
+        valid = None
+    return pa.Array.from_buffers(typ, len(values), [valid, pa.py_buffer(array(code, values))])
+
+
+def _bools(typ, values):
+    import pyarrow as pa
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(_bitmap(values))])
+
+
+def _binary(typ, values):
+    import pyarrow as pa
+    offsets = array("i", [0])
+    offsets.extend(accumulate(map(len, values)))
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+
+
+def _maps(typ, maps):  # a record without properties (None or {}) is a null map
+    import pyarrow as pa
+    keys, items, offsets = [], [], array("i", [0])
+    for m in maps:
+        if m:
+            for k, v in m.items():
+                keys.append(k.encode())
+                items.append(v.encode())
+        offsets.append(len(keys))
+    entries = pa.StructArray.from_arrays([_binary(pa.string(), keys), _binary(pa.string(), items)],
+                                         fields=[typ.key_field, typ.item_field])
+    valid = None if all(maps) else pa.py_buffer(_bitmap([bool(m) for m in maps]))
+    return pa.Array.from_buffers(typ, len(maps), [valid, pa.py_buffer(offsets)], children=[entries])
 
 
 def batch_to_ipc(batch):
@@ -228,17 +284,15 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = config
         self._link = None
         self._available_now = None  # monotonic time of prepareForTriggerAvailableNow()
+        self._waited_live = False  # the first latestOffset() waited for the link to be live
 
     def __getstate__(self):  # the planner pickles the reader for read(): never the live link
-        return {"config": self.config, "_link": None, "_available_now": None}
+        return {"config": self.config, "_link": None, "_available_now": None, "_waited_live": False}
 
     def link(self):
         if self._link is None:
             self._link = self.config.link().start()
             self._reconcile()
-            # pyarrow's first batch and IPC stream cost ~0.5 s (imports, kernels): pay it now, while the link
-            # connects, not in the first batch's partitions()
-            batch_to_ipc(records_to_batch([(0, 0, 0, False, False, "", b"", None, 0.0)], arrow_schema()))
         self._link.check()
         return self._link
 
@@ -282,11 +336,33 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             time.sleep(0.05)
 
+    def _wait_live(self, link, start, limit):
+        # Spark runs a new query's first batch whatever latestOffset() says (nothing is committed yet), and a
+        # Python source's batch costs ~1 s even empty (docs/spark.md, "Speed"). Asked the moment the link
+        # starts, it would be empty. So the first call waits until the link is live (SUBACK) and the burst a
+        # resumed session's queue starts with (mosquitto sends up to our Receive Maximum at once, before or
+        # after the SUBACK) has paused: the first batch takes that window, later batches what came meanwhile.
+        # Waiting for the whole backlog instead (quiet for longer) measured no faster: the link then drains
+        # while Spark runs the first batch, not before it. Nor is there any point past a full batch.
+        deadline = time.monotonic() + LIVE_WAIT_S
+        full = start + max(1, limit.max_rows) if isinstance(limit, ReadMaxRows) else None
+        while time.monotonic() < deadline:
+            link.check()
+            s = link.snapshot_quiet()
+            if s["paused"] or (s["live"] and s["quiet_s"] >= FIRST_QUIET_S):
+                return
+            if full is not None and link.spooled_to() >= full:
+                return
+            time.sleep(0.01)
+
     def latestOffset(self, start, limit):
         link = self.link()
         s = int(start["offset"])
         if self._available_now is not None:
             self._wait_quiet(link)
+        elif not self._waited_live:
+            self._waited_live = True
+            self._wait_live(link, s, limit)
         end = link.expose(floor=s)
         if end == s and self.config.heartbeat and link.uncommitted_records(s):
             end = link.heartbeat()  # nothing new, but the last batch waits for commit(): plan an empty one

@@ -104,9 +104,13 @@ def _spark_query(spark, broker, cid, d):
             .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
 
 
+PHASES = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets")  # of a batch, in order
+
+
 def _until_rows(q, n, timeout, log=None):
     """Polls the query's progress until n input rows were processed; returns (rows, time, batches with data,
-    seconds those batches took). `log` gets [rows, ms] of each batch with data."""
+    seconds those batches took). `log` gets [rows, ms, {phase: ms}] of every batch (Spark's durationMs: the
+    first latestOffset holds the source's start, addBatch the executors' tasks and the sink's write)."""
     rows, end, batches, busy, seen = 0, None, 0, 0.0, set()
     deadline = time.monotonic() + timeout
     while rows < n and time.monotonic() < deadline:
@@ -116,11 +120,12 @@ def _until_rows(q, n, timeout, log=None):
             if p["batchId"] not in seen:
                 seen.add(p["batchId"])
                 rows += p["numInputRows"]
+                if log is not None:
+                    log.append([p["numInputRows"], p["durationMs"].get("triggerExecution", 0),
+                                {k: p["durationMs"].get(k, 0) for k in PHASES}])
                 if p["numInputRows"]:
                     batches += 1
                     busy += p["durationMs"].get("triggerExecution", 0) / 1000
-                    if log is not None:
-                        log.append([p["numInputRows"], p["durationMs"].get("triggerExecution", 0)])
         end = time.time()
         time.sleep(0.05)
     return rows, end, batches, busy
@@ -229,6 +234,11 @@ def run(n, log=print, rounds=3):
                     results[key].append(r)
                     log("bench: spark ceiling: round %d %-6s %d rows in %.2f s = %.0f rows/s"
                         % (i + 1, key, r["rows"], r["seconds"], r["rate"]))
+                    if key == "spark":
+                        log("bench: spark ceiling:   first row %.2f s after start(), last %.2f s; batches (rows: ms "
+                            "%s): %s" % (r["first_row_after_start_s"], r["from_start_s"], "/".join(PHASES), ", ".join(
+                                "%d: %s" % (b[0], "/".join(str(b[2][k]) for k in PHASES))
+                                for b in r["batch_rows_ms"])))
         finally:
             stop_spark()
     for key, rs in results.items():

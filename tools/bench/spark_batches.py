@@ -1,0 +1,194 @@
+# Where a Spark source query's time goes, batch by batch: the measuring tool behind docs/spark.md's "Speed".
+# One warm local[2] session (Spark UI on, for its REST API), a persistent session preloaded with --n QoS 1/2
+# messages, then the mqtt source drains it into Parquet (as tools.bench.spark_ceiling's (b) does) and Spark's
+# own file source writes the same rows, --rounds times. It prints, per run:
+#  - the source's calls with their time after start() and duration, each in the process that made it (the
+#    driver's long-lived source worker: streamReader, getDefaultReadLimit, latestOffset, partitions, commit;
+#    the executors' workers: read, with their CPU), from a subclass of the source that only times its calls
+#    ("mqtttimed", in this module, so that Spark's workers import it as they import the source);
+#  - when the driver's source worker process was started and when it imported this module (unpickling the
+#    source), so: how long Spark took to hand it the source, and which part of that was Python's imports;
+#  - each batch's phases (Spark's durationMs) and each task's run time and JVM CPU (the UI's REST API).
+#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2] [--num-partitions N]
+import argparse
+import json
+import os
+import tempfile
+import time
+import urllib.request
+import uuid
+
+import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
+from tinymqtt_spark.source import MQTTDataSource, MQTTStreamReader
+
+TRACE_ENV = "TINYMQTT_SPARK_BENCH_TRACE"  # the file the timed source appends its lines to
+
+
+def _process_started():
+    """This process's start time (epoch seconds), from /proc."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    return time.time() - up + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _trace(what, t0, **more):
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(dict(more, what=what, t=t0, s=time.time() - t0, pid=os.getpid())) + "\n")
+
+
+# A Spark worker imports this module when it unpickles the source: after pyspark's own imports, before the JVM
+# hands it anything else (so this line splits the driver's source worker start into Python's and the JVM's part).
+_trace("imported", time.time(), started=_process_started())
+
+
+class TimedReader(MQTTStreamReader):
+    def initialOffset(self):
+        t = time.time()
+        try:
+            return super().initialOffset()
+        finally:
+            _trace("initialOffset", t)
+
+    def getDefaultReadLimit(self):
+        t = time.time()
+        try:
+            return super().getDefaultReadLimit()
+        finally:
+            _trace("getDefaultReadLimit", t)
+
+    def latestOffset(self, start, limit):
+        t = time.time()
+        end = super().latestOffset(start, limit)
+        _trace("latestOffset", t, start=start["offset"], end=end["offset"])
+        return end
+
+    def partitions(self, start, end):
+        t = time.time()
+        try:
+            return super().partitions(start, end)
+        finally:
+            _trace("partitions", t, rows=int(end["offset"]) - int(start["offset"]))
+
+    def read(self, partition):
+        t, c = time.time(), time.process_time()
+        yield from super().read(partition)
+        _trace("read", t, rows=partition.rows, cpu=time.process_time() - c, started=_process_started())
+
+    def commit(self, end):
+        t = time.time()
+        try:
+            return super().commit(end)
+        finally:
+            _trace("commit", t)
+
+
+class TimedDataSource(MQTTDataSource):
+    @classmethod
+    def name(cls):
+        return "mqtttimed"
+
+    def streamReader(self, schema):
+        _trace("streamReader", time.time(), started=_process_started())
+        return TimedReader(self.config)
+
+
+def _session():
+    from pyspark.sql import SparkSession
+    from tools.spark import pipeline
+    pipeline.spark_env()
+    spark = (SparkSession.builder.master("local[2]").appName("tinymqtt-spark-batches")
+             .config("spark.ui.enabled", "true").config("spark.ui.port", "0")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4")
+             .config("spark.default.parallelism", "2").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    from tools.bench.spark_batches import TimedDataSource as timed  # by its module's name, not __main__'s:
+    spark.dataSource.register(timed)                                # Spark's workers import it by that name
+    pipeline._spark = spark  # spark_ceiling.drain_files takes this session
+    return spark
+
+
+def _tasks(spark, after):
+    """[(stage id, [(run ms, JVM CPU ms)])] of the stages after `after`."""
+    def get(path):
+        return json.load(urllib.request.urlopen(spark.sparkContext.uiWebUrl + "/api/v1/applications/" +
+                                                spark.sparkContext.applicationId + path))
+    out = []
+    for st in sorted(get("/stages"), key=lambda s: s["stageId"]):
+        if st["stageId"] > after and st.get("status") == "COMPLETE":
+            tasks = get("/stages/%d/%d/taskList?length=100" % (st["stageId"], st["attemptId"]))
+            out.append((st["stageId"], [(t["taskMetrics"]["executorRunTime"],
+                                         t["taskMetrics"]["executorCpuTime"] // 1000000) for t in tasks]))
+    return out
+
+
+def run_source(spark, broker, n, d, trace, log=print, **options):
+    from tools.bench import spark_ceiling as C
+    from tools.spark.pipeline import source_options
+    cid = "batches-" + uuid.uuid4().hex[:6]
+    C.make_session(broker, cid)
+    C.preload(broker, n)
+    open(trace, "w").close()
+    t0 = time.time()
+    raw = spark.readStream.format("mqtttimed").options(**source_options(
+        "%s:%d" % (broker.host, broker.port), C.TOPIC, os.path.join(d, "ckpt"), cid, **options)).load()
+    t1 = time.time()
+    q = (raw.writeStream.format("parquet").option("path", os.path.join(d, "out"))
+         .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
+    batches = []
+    rows, end, _, _ = C._until_rows(q, n, 600, batches)
+    q.stop()
+    log("source: load() %.2f s; start() to the last row %.2f s (%d rows)" % (t1 - t0, end - t1, rows))
+    with open(trace) as f:
+        for line in f:
+            e = json.loads(line)
+            more = " ".join("%s=%s" % (k, round(v - t1, 2) if k == "started" else
+                                       round(v, 3) if isinstance(v, float) else v)
+                            for k, v in sorted(e.items()) if k not in ("what", "t", "s", "pid"))
+            log("  %+6.2f s  %5.3f s  pid %-6d %s %s" % (e["t"] - t1, e["s"], e["pid"], e["what"], more))
+    for b in batches:
+        log("  batch: %d rows, %d ms: %s" % (b[0], b[1], ", ".join("%s %d" % kv for kv in b[2].items())))
+    return end - t1
+
+
+def main(argv=None):
+    from tools.bench import spark_ceiling as C
+    from tools.bench.broker import BenchBroker
+    from tools.spark.pipeline import stop_spark
+    ap = argparse.ArgumentParser(prog="python -m tools.bench.spark_batches")
+    ap.add_argument("--n", type=int, default=50000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--num-partitions", type=int, default=None, help="the source's numPartitions option")
+    a = ap.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="tinymqtt-batches-")
+    trace = os.environ[TRACE_ENV] = os.path.join(work, "trace.jsonl")  # before the JVM: its workers inherit it
+    with BenchBroker() as broker:
+        try:
+            spark = _session()
+            print("load average before: %s" % open("/proc/loadavg").read().strip())
+            run_source(spark, broker, max(2000, a.n // 2), os.path.join(work, "warm"), trace, log=lambda s: None)
+            last = max([s for s, _ in _tasks(spark, -1)] or [-1])
+            for i in range(a.rounds):
+                print("round %d" % (i + 1))
+                run_source(spark, broker, a.n, os.path.join(work, "src-%d" % i), trace,
+                           **({"numPartitions": a.num_partitions} if a.num_partitions else {}))
+                for s, ts in _tasks(spark, last):
+                    print("  stage %d tasks (run ms / JVM CPU ms): %s" % (s, ", ".join("%d/%d" % t for t in ts)))
+                    last = s
+                r = C.drain_files(a.n, os.path.join(work, "files-%d" % i))
+                print("files: start() to the last row %.2f s" % r["from_start_s"])
+                for s, ts in _tasks(spark, last):
+                    print("  stage %d tasks (run ms / JVM CPU ms): %s" % (s, ", ".join("%d/%d" % t for t in ts)))
+                    last = s
+            print("load average after: %s" % open("/proc/loadavg").read().strip())
+        finally:
+            stop_spark()
+
+
+if __name__ == "__main__":
+    main()
