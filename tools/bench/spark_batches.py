@@ -45,20 +45,21 @@ def _trace(what, t0, **more):
 _trace("imported", time.time(), started=_process_started())
 
 
+def _timed(what, call, *args, **more):
+    """call(*args), traced as `what` from its start to its end (also when it raises)."""
+    t = time.time()
+    try:
+        return call(*args)
+    finally:
+        _trace(what, t, **more)
+
+
 class TimedReader(MQTTStreamReader):
     def initialOffset(self):
-        t = time.time()
-        try:
-            return super().initialOffset()
-        finally:
-            _trace("initialOffset", t)
+        return _timed("initialOffset", super().initialOffset)
 
     def getDefaultReadLimit(self):
-        t = time.time()
-        try:
-            return super().getDefaultReadLimit()
-        finally:
-            _trace("getDefaultReadLimit", t)
+        return _timed("getDefaultReadLimit", super().getDefaultReadLimit)
 
     def latestOffset(self, start, limit):
         t = time.time()
@@ -67,11 +68,7 @@ class TimedReader(MQTTStreamReader):
         return end
 
     def partitions(self, start, end):
-        t = time.time()
-        try:
-            return super().partitions(start, end)
-        finally:
-            _trace("partitions", t, rows=int(end["offset"]) - int(start["offset"]))
+        return _timed("partitions", super().partitions, start, end, rows=int(end["offset"]) - int(start["offset"]))
 
     def read(self, partition):
         t, c = time.time(), time.process_time()
@@ -79,11 +76,7 @@ class TimedReader(MQTTStreamReader):
         _trace("read", t, rows=partition.rows, cpu=time.process_time() - c, started=_process_started())
 
     def commit(self, end):
-        t = time.time()
-        try:
-            return super().commit(end)
-        finally:
-            _trace("commit", t)
+        return _timed("commit", super().commit, end)
 
 
 class TimedDataSource(MQTTDataSource):
