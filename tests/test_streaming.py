@@ -277,15 +277,22 @@ def test_a_streamed_publish_cut_midway_is_sent_again_from_the_start(broker):
     rx.disconnect()
 
 
-async def test_the_asyncio_client_takes_chunks_and_publishes_from_a_source(broker):
+async def aio_pair(broker, name, **tx_opts):
+    """A connected asyncio (receiver, sender) at MQTT 5 with small buffers, the receiver taking st/NAME/# in chunks
+    at QoS 2 into a Collector; and three payloads larger than the buffers, one per QoS."""
     from tinymqtt.aio import AsyncClient
-    rx = AsyncClient(broker.host, broker.port, client_id="st-aio-rx", version=5, max_stream_size=1 << 20, **SMALL)
-    tx = AsyncClient(broker.host, broker.port, client_id="st-aio-tx", version=5, **SMALL)
+    rx = AsyncClient(broker.host, broker.port, client_id="st-%s-rx" % name, version=5, max_stream_size=1 << 20,
+                     **SMALL)
+    tx = AsyncClient(broker.host, broker.port, client_id="st-%s-tx" % name, version=5, **dict(SMALL, **tx_opts))
     await rx.connect()
     await tx.connect()
     got = Collector()
-    await rx.subscribe("st/aio/#", 2, handler=got, chunks=True)
-    data = {q: os.urandom(60_000 + q) for q in range(3)}
+    await rx.subscribe("st/%s/#" % name, 2, handler=got, chunks=True)
+    return rx, tx, got, {q: os.urandom(60_000 + q) for q in range(3)}
+
+
+async def test_the_asyncio_client_takes_chunks_and_publishes_from_a_source(broker):
+    rx, tx, got, data = await aio_pair(broker, "aio")
     for q in range(3):
         tx.publish_nowait("st/aio/%d" % q, Reads(data[q]), q, length=len(data[q]))
         await tx.flush()
@@ -304,15 +311,8 @@ async def test_await_publish_streams_from_a_source_and_ends_with_the_flow(broker
     # grows), the await ends once it is all written (QoS 0, wait=False) or its flow completed (QoS 1/2: the reason
     # code), and a source that ends short at the first piece raises ConnectionLost there, ending the connection.
     import asyncio
-    from tinymqtt.aio import AsyncClient
     from tinymqtt.errors import ConnectionLost
-    rx = AsyncClient(broker.host, broker.port, client_id="st-aw-rx", version=5, max_stream_size=1 << 20, **SMALL)
-    tx = AsyncClient(broker.host, broker.port, client_id="st-aw-tx", version=5, reconnect=False, **SMALL)
-    await rx.connect()
-    await tx.connect()
-    got = Collector()
-    await rx.subscribe("st/aw/#", 2, handler=got, chunks=True)
-    data = {q: os.urandom(60_000 + q) for q in range(3)}
+    rx, tx, got, data = await aio_pair(broker, "aw", reconnect=False)
     for q in range(3):
         src = Reads(data[q])
         r = await tx.publish("st/aw/%d" % q, src, q, length=len(data[q]))
