@@ -10,10 +10,13 @@
 # simulated board the read's coroutine and the bridge to Node (~276 B). QoS 2 waits twice. The reader reads what came
 # before it waits, so an ack that arrived while the publisher ran costs no wait: on loopback most do (measured 0 /
 # 112-184 / 112-234 B on the 32-bit unix port, 0 / 224-260 / 225 B on 64-bit, four runs); over a slower link each ack
-# waits. The pins below allow a wait per ack (were 144 / 520-614 / 918-968 B and 256 / 928 / 1344 B before publish()
-# stopped being a coroutine, 2 / 446 / 807 B on the 32-bit unix port before the waits stopped making objects, 0 / 352
-# / 592 B there and 0 / 320 / 416 B on 64-bit before the reader read first). `async for` over messages() is measured
-# and reported (its coroutine, the Message and its payload copy).
+# waits. Since each of the client's waits is woken only when its condition may have become true (aio.py: _changed,
+# _ended, _room; before, every ack woke every waiter), QoS 1 costs the coroutine alone on the unix ports: measured
+# 0 / 112-114 / 112-592 B on the 32-bit unix port, 0 / 224-227 / 224-274 B on 64-bit (three runs; 0 / 128-363 /
+# 128-133 and 0 / 256-257 / 258-434 B before). The pins below allow a wait per ack (were 144 / 520-614 / 918-968 B
+# and 256 / 928 / 1344 B before publish() stopped being a coroutine, 2 / 446 / 807 B on the 32-bit unix port before
+# the waits stopped making objects, 0 / 352 / 592 B there and 0 / 320 / 416 B on 64-bit before the reader read
+# first). `async for` over messages() is measured and reported (its coroutine, the Message and its payload copy).
 import os
 
 import pytest

@@ -23,15 +23,11 @@ _YIELD = getattr(asyncio, "SingletonGenerator", None)
 # task. An iterator with nothing left, which `await` ends at once inside the VM (a SingletonGenerator with no time
 # set took two calls of Python methods and a raise). (CPython: None, publish() writes every message)
 _DONE = _YIELD and iter(())
-_PUBLISH = const(3)  # the session's event for a received message (a packet type: tinymqtt.wire's NAMES)
+_CONNACK = const(2)  # the session's events for CONNACK and a received message (packet types: tinymqtt.wire's NAMES)
+_PUBLISH = const(3)
 # What _result() may wait for besides a packet id's flow (packet ids are 1-65535)
 _UNTIL_FREE_SLOT = const(-1)  # a quarter of the in-flight slots free: publish() again (every slot was taken)
 _UNTIL_CONNACK = const(-2)  # the CONNACK, or the end of the link (connect())
-
-
-def _streaming(s):
-    # A streamed payload (length=, stream.py) owns `out` until its last byte (a build without stream.py: never)
-    return getattr(s, "_feed", None) is not None
 
 
 class _Changes:
@@ -71,6 +67,13 @@ class _Changes:
             return None
         self.stop.__traceback__ = None  # the second, once woken, ends the await
         raise self.stop
+
+
+def _next(event):
+    # What a waiter awaits once its condition is not met: the Event cleared, then its wait() (no coroutine of ours).
+    # A waiter looks at its condition and calls this with no await between: no change slips in.
+    event.clear()
+    return event.wait()
 
 
 class SocketWait:
@@ -207,13 +210,25 @@ class AsyncClient(Driver):
         # as large as what may arrive meanwhile.
         self._inbox = [None] * self.session.receive_maximum
         self._inbox_head = self._inbox_n = 0
-        # One Event for every wait: messages() for a message, connect() for CONNACK or an end of the link that
-        # stops it, flows awaited by publish(), subscribe(), unsubscribe() (each waiter looks for its own packet
-        # id in _done), publish() waiting for a free in-flight slot, the reader parked behind a full inbox. Set at
-        # every session event, every end of a link, and when a full inbox frees a place; each waiter then checks
-        # its own condition again (docs/size.md: why not an Event per flow). MicroPython: a _Changes, whose waits
-        # make no object.
-        self._changed = _Changes() if _DONE else asyncio.Event()
+        # Three Events, one per kind of wait, each set only when what its waiters wait for may have come; a
+        # woken waiter checks its own condition again (docs/size.md: why not an Event per flow). Every end of a
+        # link or of the client sets all three. MicroPython: _Changes, whose waits make no object.
+        # _changed: messages() for a message, connect() for CONNACK or an end of the link that stops it, the
+        # reader parked behind a full inbox (set when messages() frees a place).
+        E = _Changes if _DONE else asyncio.Event
+        self._changed = E()
+        # _ended: flows awaited by publish(), subscribe(), unsubscribe(), each looking for its own packet id in
+        # _done; set when an awaited flow ends, not at every ack: a task awaiting its PUBACK behind a window of
+        # others' messages sleeps through theirs.
+        self._ended = E()
+        # _room: publish() waiting for a free in-flight slot, set once a quarter of the window is free, not at
+        # the first free slot: a publisher that took every slot would else send one message per PUBACK, a read,
+        # a write and a task switch each (the sender's silly window syndrome); the other three quarters stay in
+        # flight meanwhile. Not at every ack either: woken at each read of acks, it would find the window still
+        # full and wait again, a task switch per read for nothing.
+        self._room = E()
+        f = self.session.flights
+        self._room_at = f.size - (f.size + 3) // 4  # (flights in use at most, for _room)
         # Where the writer task waits for publish() to leave a message in `out` (MicroPython): it writes it, with
         # every message queued behind it, once the publishing task waits: a burst leaves in few large writes.
         self._queued = _DONE and _Changes()
@@ -252,15 +267,16 @@ class AsyncClient(Driver):
         except _LINK_ERRORS as e:
             self._close(e)
 
-    def _next_change(self):
-        # What a waiter awaits once its condition is not met: the Event cleared, then its wait() (no coroutine of
-        # ours). A waiter looks at its condition and calls this with no await between: no change slips in.
-        self._changed.clear()
-        return self._changed.wait()
+    def _wake_all(self):
+        # The link or the client ended: every waiter looks again (connect() at last_error, flows at _closed and
+        # the link, a publisher waiting for a slot at reconnect)
+        self._changed.set()
+        self._ended.set()
+        self._room.set()
 
     def _close(self, err):
         Driver._close(self, err)
-        self._changed.set()  # (connect() looks at last_error)
+        self._wake_all()
 
     async def disconnect(self, reason=0, props=None):
         """A clean DISCONNECT (the will is discarded unless reason is 0x04), then stops the tasks."""
@@ -289,7 +305,7 @@ class AsyncClient(Driver):
         self._closed = True
         self.session.connection_lost()
         self.session.hold = False
-        self._changed.set()  # (each awaited flow sees _closed and ends)
+        self._wake_all()  # (each awaited flow sees _closed and ends)
 
     # ---------------------------------------------------------------- requests
 
@@ -357,7 +373,7 @@ class AsyncClient(Driver):
             self._write()
             t = self.transport
             d = t.drain() if t else _sleep_ms(0)
-            if _streaming(self.session):  # a streamed payload's next piece waits in `out`: write them all
+            if self.session.streaming():  # a streamed payload's next piece waits in `out`: write them all
                 d = self._pieces(d)
         except _LINK_ERRORS as e:
             self._close(e)
@@ -368,7 +384,7 @@ class AsyncClient(Driver):
         # The rest of a streamed payload once drain (the last piece's) is done: a piece written, then drained.
         # (A link error reaches _result(), which closes the link.)
         await drain
-        while _streaming(self.session) and self.transport:
+        while self.session.streaming() and self.transport:
             self._write()
             await self.transport.drain()
 
@@ -390,7 +406,7 @@ class AsyncClient(Driver):
         while not self._inbox_n:
             if self._closed:
                 raise StopAsyncIteration
-            await self._next_change()
+            await _next(self._changed)
         # The oldest message leaves the inbox; QoS 1/2 is acknowledged now (unless manual_ack), at once.
         box = self._inbox
         i = self._inbox_head
@@ -421,19 +437,18 @@ class AsyncClient(Driver):
                 return
             if not (self.transport or self.reconnect):  # no slot frees without a link: the message is not queued
                 raise ConnectionLost(0x80, "not connected (reconnect=False): %s" % (self.last_error or "closed"))
-            await self._next_change()
-            # Not at the first free slot but once a quarter of the window is free: a publisher that took every
-            # slot would else send one message per PUBACK, a read, a write and a task switch each (the sender's
-            # silly window syndrome); the other three quarters stay in flight meanwhile.
-            f = self.session.flights
-            if pid == _UNTIL_FREE_SLOT and f.count <= f.size - (f.size + 3) // 4:
-                return await self.publish(*arg)
+            if pid == _UNTIL_CONNACK:
+                await _next(self._changed)
+            else:
+                await _next(self._room)
+                if self.session.flights.count <= self._room_at:  # (else the link ended: look again above)
+                    return await self.publish(*arg)
         try:
             await arg
             # (a link gone with reconnect off ends the wait too: no outcome can come, the session keeps the flow)
             while self._done.get(pid) is ... and not self._closed and self.session.flights.find(pid) >= 0 \
                     and (self.transport or self.reconnect):
-                await self._next_change()  # (no await since the check: a completion cannot slip in between)
+                await _next(self._ended)  # (no await since the check: a completion cannot slip in between)
         except _LINK_ERRORS as e:  # the drain: the link closes, the session resends the flow on the next one, and
             self._close(e)  # it is awaited on
             if pid:
@@ -476,7 +491,7 @@ class AsyncClient(Driver):
                     if not more:
                         break
                     while s.parked and s.hold and self.transport is st:  # a message arrived; the inbox is full
-                        await self._next_change()
+                        await _next(self._changed)
             except _LINK_ERRORS as e:
                 if self.transport is st:  # else the ticker (keep-alive) or close() ended it: EBADF is no news
                     self._close(e)
@@ -520,9 +535,14 @@ class AsyncClient(Driver):
             self._inbox_n = n + 1
             if n + 1 == len(box):
                 self.session.hold = True  # received() stops before the next packet
-        else:
-            Driver._event(self, ev, value, reason)
-        self._changed.set()  # a message came, a flow ended, a slot freed, messages were lost: waiters look again
+            self._changed.set()
+            return
+        if Driver._event(self, ev, value, reason):  # a flow someone awaits ended
+            self._ended.set()
+        if ev == _CONNACK:
+            self._changed.set()
+        elif self.session.flights.count <= self._room_at:  # (an ack, a flow lost: a slot may be free)
+            self._room.set()
 
     async def __aenter__(self):
         await self.connect()

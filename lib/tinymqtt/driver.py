@@ -109,6 +109,9 @@ class Driver:
         self._next_try = port_impl.ticks_ms()  # when the next reconnect may start
 
     def _event(self, ev, value, reason):
+        # Returns True when it recorded a flow's end in _done (one awaited, or a failure): the asyncio client wakes
+        # the tasks awaiting flows then, not at every ack.
+        ended = False
         if ev == _PUBLISH:
             if self.on_message:
                 self.on_message(value)
@@ -137,8 +140,10 @@ class Driver:
                 r = _GONE if ev == _LOST else value
             if pid in d or isinstance(r, int) and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
                 d[pid] = r  # asked about, no more are kept; on_event had each)
+                ended = True
         if self.on_event:
             self.on_event(ev, value, reason)
+        return ended
 
     def _outcome(self, pid):
         # How the flow of pid ended, taken from the table (None: not recorded, or the client closed); raises
@@ -163,7 +168,7 @@ class Driver:
             s.outlen = 0
             t.write(s.out, n)
             s.pump()  # (a streamed payload: its next piece, read from the source into `out`)
-            if self._piecewise and getattr(s, "_feed", None) is not None:
+            if self._piecewise and s.streaming():
                 return
 
     def _close(self, err):

@@ -358,6 +358,11 @@ class Session:
         self._last_sent = self._now
         return pid
 
+    def streaming(self):
+        """True while a streamed payload (publish(length=n), stream.py) is being written: it owns `out` until its
+        last byte, which the driver writes a piece at a time."""
+        return _STREAM and self._feed is not None
+
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
         packet ids, the window and `out` have room. True when connected and nothing waits any more."""

@@ -1,9 +1,9 @@
-# python -m tools.bench.aio_profile [CLIENT] [RUNS]: where a MicroPython publisher's CPU goes in aio_rates' QoS 1
-# run (20000 x 64 B, 1000 in flight, through the bench's mosquitto with a mosquitto_sub subscriber taking every
-# message, as the counter does there). Each run twice under Linux perf: `perf stat` counts the publisher's read,
-# write and poll calls (a poll is a wait in asyncio's IO queue), `perf record` its hottest C functions of the
-# interpreter. CLIENT: mp-tinymqtt-aio (default), mp-tinymqtt, mp32-...; needs perf (linux-tools) and root or
-# kernel.perf_event_paranoid <= 1. A diagnosis, not a figure for the report: perf slows what it watches.
+# python -m tools.bench.aio_profile [CLIENT] [RUNS] [QOS]: where a MicroPython publisher's CPU goes in aio_rates'
+# QoS 1 (or QOS) run (20000 x 64 B, 1000 in flight, through the bench's mosquitto with a mosquitto_sub subscriber
+# taking every message, as the counter does there). Each run twice under Linux perf: `perf stat` counts the
+# publisher's read, write and poll calls (a poll is a wait in asyncio's IO queue), `perf record` its hottest C
+# functions of the interpreter. CLIENT: mp-tinymqtt-aio (default), mp-tinymqtt, mp32-...; needs perf (linux-tools)
+# and root or kernel.perf_event_paranoid <= 1. A diagnosis, not a figure for the report: perf slows what it watches.
 import json
 import os
 import shutil
@@ -36,15 +36,16 @@ def run(args, env, perf):
 def main(argv):
     client = argv[0] if argv else "mp-tinymqtt-aio"
     runs = int(argv[1]) if len(argv) > 1 else 3
+    qos = int(argv[2]) if len(argv) > 2 else 1
     if not shutil.which("perf"):
         raise SystemExit("aio_profile needs Linux perf (apt-get install linux-perf)")
     tmp = tempfile.mkdtemp(prefix="aio-profile-")
     broker = BenchBroker().start()
-    sub = subprocess.Popen(["mosquitto_sub", "-p", str(broker.port), "-t", "bench/t", "-q", "1", "-F", "x"],
+    sub = subprocess.Popen(["mosquitto_sub", "-p", str(broker.port), "-t", "bench/t", "-q", str(qos), "-F", "x"],
                            stdout=subprocess.DEVNULL)
     try:
         for i in range(runs):
-            args, env = mp_unix.command(client, ["tput", 1, 20000, broker.port, 10, 1000, 64, "bench/t"])
+            args, env = mp_unix.command(client, ["tput", qos, 20000, broker.port, 10, 1000, 64, "bench/t"])
             counts = os.path.join(tmp, "stat%d" % i)
             cpu = run(args, env, ["perf", "stat", "-x,", "-o", counts, "-e",
                                   ",".join("syscalls:sys_enter_" + s for s in SYSCALLS)])
