@@ -39,7 +39,7 @@ def publisher(broker, topic, rate, seconds, step, tag):
                max_inflight=2000, batch=True)
     c.connect()
     head = b"%d %s " % (step, tag.encode())
-    t0, w0, i = time.monotonic(), time.time(), 0
+    t0, w0, c0, i = time.monotonic(), time.time(), time.process_time(), 0
     while True:
         now = time.monotonic() - t0
         if now >= seconds:
@@ -49,30 +49,48 @@ def publisher(broker, topic, rate, seconds, step, tag):
             c.publish(topic, head + b"%d %.6f" % (i, time.time()), qos=1, timeout=5)
             i += 1
         c.loop(0.001)
-    w1 = time.time()
+    w1, c1 = time.time(), time.process_time()
     deadline = time.monotonic() + 30
     while c.session.flights.count and time.monotonic() < deadline:
         c.loop(0.05)
     unconfirmed = c.session.flights.count
     c.disconnect()
-    print(json.dumps({"tag": tag, "sent": i, "unconfirmed": unconfirmed, "t_start": w0, "t_end": w1}), flush=True)
+    print(json.dumps({"tag": tag, "sent": i, "unconfirmed": unconfirmed, "t_start": w0, "t_end": w1,
+                      "cpu_s": c1 - c0}), flush=True)
 
 
 def publish(addr, topic, rate, seconds, step, publishers):
-    """Runs the publisher processes to their end; returns their reports merged: sent, t_start, t_end."""
+    """Runs the publisher processes to their end; returns their reports merged: sent, t_start, t_end, the
+    publishers' CPU (in cores: CPU seconds over the publishing time) and the share of all this machine's CPUs
+    busy meanwhile (everything on it, others' work included)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(tools.spark.PATHS))
     procs = [subprocess.Popen([sys.executable, "-m", "tools.bench.spark_sustained", "--publish", addr, topic,
                                str(rate / publishers), str(seconds), str(step), "p%d" % k],
                               cwd=tools.spark.ROOT, env=env, stdout=subprocess.PIPE, text=True)
              for k in range(publishers)]
+    busy0 = _cpu_snapshot()
     reports = []
     for p in procs:
         out, _ = p.communicate(timeout=seconds + 120)
         if p.returncode:
             raise RuntimeError("a publisher failed (exit %d)" % p.returncode)
         reports.append(json.loads(out.strip().splitlines()[-1]))
-    return {"sent": sum(r["sent"] for r in reports), "unconfirmed": sum(r["unconfirmed"] for r in reports),
-            "t_start": min(r["t_start"] for r in reports), "t_end": max(r["t_end"] for r in reports)}
+    busy1 = _cpu_snapshot()
+    pub = {"sent": sum(r["sent"] for r in reports), "unconfirmed": sum(r["unconfirmed"] for r in reports),
+           "t_start": min(r["t_start"] for r in reports), "t_end": max(r["t_end"] for r in reports)}
+    pub["publisher_cores"] = sum(r["cpu_s"] for r in reports) / max(pub["t_end"] - pub["t_start"], 1e-9)
+    pub["machine_busy"] = None if None in (busy0, busy1) else 1 - (busy1[1] - busy0[1]) / max(busy1[0] - busy0[0], 1)
+    return pub
+
+
+def _cpu_snapshot():
+    """(all jiffies, idle + iowait jiffies) of this machine's CPUs, from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def parse(payload):
@@ -260,13 +278,15 @@ def run_sink(name, sink, addr, topic, rates, seconds, interval, publishers, drai
         if k < 0:
             continue
         s = step_stats(rows.pop(k, []), pub, interval)
-        s.update(target=rate, unconfirmed_by_broker=pub["unconfirmed"])
+        s.update(target=rate, unconfirmed_by_broker=pub["unconfirmed"], publisher_cores=pub["publisher_cores"],
+                 machine_busy=pub["machine_busy"])
         steps.append(s)
         log("bench: sustained: %-5s target %6d/s: published %d at %.0f/s, delivered %d, p50 %s p99 %s, backlog at "
-            "end %d, last row %s after, p50 first/last third %s/%s: %s" % (
+            "end %d, last row %s after, p50 first/last third %s/%s (publisher %.2f cores, machine %s busy): %s" % (
                 name, rate, s["published"], s["publish_rate"], s["delivered"], _s(s["p50_s"]), _s(s["p99_s"]),
                 s["backlog_at_end"], _s(s["last_after_end_s"]), _s(s["p50_first_third_s"]),
-                _s(s["p50_last_third_s"]), "bounded" if s["bounded"] else "NOT bounded"))
+                _s(s["p50_last_third_s"]), s["publisher_cores"], _pct(s["machine_busy"]),
+                "bounded" if s["bounded"] else "NOT bounded"))
         if not s["bounded"] and stop_early:
             break
         owed = sink.delivered()  # (duplicates of at-least-once delivery must not count toward the next step)
@@ -275,6 +295,10 @@ def run_sink(name, sink, addr, topic, rates, seconds, interval, publishers, drai
 
 def _s(x):
     return "-" if x is None else "%.2f s" % x
+
+
+def _pct(x):
+    return "?" if x is None else "%.0f%%" % (100 * x)
 
 
 def publisher_ceiling(broker, publishers, seconds=3.0):
@@ -287,7 +311,8 @@ def publisher_ceiling(broker, publishers, seconds=3.0):
         got, _ = counter.wait_for(pub["sent"], time.monotonic() + 10)
     finally:
         counter.close()
-    return {"sent": pub["sent"], "rate": pub["sent"] / (pub["t_end"] - pub["t_start"]), "counted": got}
+    return {"sent": pub["sent"], "rate": pub["sent"] / (pub["t_end"] - pub["t_start"]), "counted": got,
+            "publisher_cores": pub["publisher_cores"], "machine_busy": pub["machine_busy"]}
 
 
 def run(rates, seconds, interval=1.0, publishers=1, drain_cap=10.0, stop_early=True, log=print):
@@ -299,8 +324,9 @@ def run(rates, seconds, interval=1.0, publishers=1, drain_cap=10.0, stop_early=T
     with BenchBroker() as broker:
         addr = "%s:%d" % (broker.host, broker.port)
         res["publisher"] = publisher_ceiling(broker, publishers)
-        log("bench: sustained: the publisher alone (unpaced, %d process(es)): %.0f msgs/s" % (
-            publishers, res["publisher"]["rate"]))
+        log("bench: sustained: the publisher alone (unpaced, %d process(es)): %.0f msgs/s (publisher %.2f cores, "
+            "machine %s busy)" % (publishers, res["publisher"]["rate"], res["publisher"]["publisher_cores"],
+                                  _pct(res["publisher"]["machine_busy"])))
         topic = "sus-plain-%s/t" % uuid.uuid4().hex[:6]
         sink = PlainSink(broker, topic, os.path.join(work, "plain"), interval)
         sink.start()
@@ -334,17 +360,22 @@ def run(rates, seconds, interval=1.0, publishers=1, drain_cap=10.0, stop_early=T
 
 def table(res):
     """Markdown rows: one per sink and step, the publisher's ceiling below."""
-    head = "| sink | target msgs/s | published msgs/s | delivered | p50 / p99 | backlog at end | last row after end | p50 first / last third | bounded |"
-    lines = [head, "|" + "---|" * 9]
+    head = ("| sink | target msgs/s | published msgs/s | delivered | p50 / p99 latency | backlog at end | last row "
+            "after end | p50 first / last third | bounded | publisher CPU / machine busy |")
+    lines = [head, "|" + "---|" * 10]
     names = {"plain": "plain subscriber -> Parquet", "spark": "Spark source, local[2] -> Parquet"}
     for key in ("plain", "spark"):
         for s in res.get(key) or []:
             short = s["publish_rate"] < 0.95 * s["target"]
-            lines.append("| %s | %s | %s%s | %s of %s | %s / %s | %s | %s | %s / %s | %s |" % (
+            lines.append("| %s | %s | %s%s | %s of %s | %s / %s | %s | %s | %s / %s | %s | %.2f / %s |" % (
                 names[key], "{:,}".format(s["target"]), "{:,.0f}".format(s["publish_rate"]), " (short)" if short else "",
                 "{:,}".format(s["delivered"]), "{:,}".format(s["published"]), _s(s["p50_s"]), _s(s["p99_s"]),
                 "{:,}".format(s["backlog_at_end"]), _s(s["last_after_end_s"]), _s(s["p50_first_third_s"]),
-                _s(s["p50_last_third_s"]), "**yes**" if s["bounded"] else "no"))
+                _s(s["p50_last_third_s"]), "**yes**" if s["bounded"] else "no", s.get("publisher_cores", 0),
+                _pct(s.get("machine_busy"))))
+    p = res["publisher"]
+    lines.append("| the publisher alone, unpaced (a C subscriber) | - | %s | %s counted | - | - | - | - | - | %.2f / %s |" % (
+        "{:,.0f}".format(p["rate"]), "{:,}".format(p["counted"]), p.get("publisher_cores", 0), _pct(p.get("machine_busy"))))
     return "\n".join(lines)
 
 
