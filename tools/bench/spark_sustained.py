@@ -315,8 +315,9 @@ def publisher_ceiling(broker, publishers, seconds=3.0):
             "publisher_cores": pub["publisher_cores"], "machine_busy": pub["machine_busy"]}
 
 
-def run(rates, seconds, interval=1.0, publishers=1, drain_cap=10.0, stop_early=True, log=print):
+def run(rates, seconds, interval=1.0, publishers=1, drain_cap=10.0, stop_early=True, log=None):
     from tools.spark.pipeline import stop_spark
+    log = log or (lambda line: print(line, flush=True))
     work = tempfile.mkdtemp(prefix="tinymqtt-sustained-")
     res = {"rates": list(rates), "seconds": seconds, "interval_s": interval, "publishers": publishers,
            "drain_limit_s": DRAIN_LIMIT_S, "drain_cap_s": drain_cap, "load_before": "%.2f" % os.getloadavg()[0]}
