@@ -49,7 +49,8 @@ def test_percentile_is_nearest_rank_and_headline_takes_the_fastest_bounded_step(
     xs = list(range(1, 101))
     assert percentile(xs, 0.5) == 50 and percentile(xs, 0.99) == 99 and percentile(xs, 1.0) == 100
     assert percentile([7], 0.99) == 7 and percentile([], 0.5) is None
-    steps = [{"publish_rate": 2500, "bounded": True}, {"publish_rate": 4900, "bounded": True},
-             {"publish_rate": 6000, "bounded": False}]
-    assert headline(steps)["publish_rate"] == 4900 and headline(steps[2:]) is None
+    steps = [{"publish_rate": r, "bounded": b, "target": r, "p50_s": 1.0, "p99_s": 2.0}
+             for r, b in ((2500, True), (4900, True), (6000, False))]
+    assert headline(steps)["publish_rate"] == 4900 and not headline(steps)["at_least"]
+    assert headline(steps[:2])["at_least"] and headline(steps[2:]) is None
     assert parse(b"3 p1 42 1700000000.250000") == (3, b"p1 42", 1700000000.25)

@@ -271,8 +271,10 @@ def spark_sustained_headline(res):
     for key, name in (("plain", "the plain subscriber"), ("spark", "the Spark source")):
         h = sus.get(key + "_capacity")
         out.append("%s: %s" % (name, "bounded at none of the rates" if not h else
-                               "%s msgs/s (target %s), p50 %.2f s, p99 %.2f s" % (
-                                   k(h["publish_rate"]), k(h["target"]), h["p50_s"], h["p99_s"])))
+                               "%s%s msgs/s (target %s), p50 %.2f s, p99 %.2f s%s" % (
+                                   "at least " if h.get("at_least") else "", k(h["publish_rate"]), k(h["target"]),
+                                   h["p50_s"], h["p99_s"], " (bounded at every rate it was given: its own limit "
+                                   "was not reached)" if h.get("at_least") else "")))
     return "Highest rate with a bounded backlog: " + "; ".join(out) + "."
 
 
