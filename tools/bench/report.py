@@ -253,16 +253,18 @@ def spark_sustained_rows(res):
         for st in sus.get(key) or []:
             short = " (short)" if st["publish_rate"] < 0.95 * st["target"] else ""
             rows.append([name, k(st["target"]), k(st["publish_rate"]) + short,
-                         "%d of %d" % (st["delivered"], st["published"]),
-                         "%s / %s" % (sec(st["p50_s"]), sec(st["p99_s"])), str(st["backlog_at_end"]),
-                         sec(st["last_after_end_s"]), "yes" if st["bounded"] else "no",
+                         "%d of %d" % (st["delivered"], st["published"]), str(st.get("batches", "?")),
+                         "%s / %s" % (sec(st["p50_s"]), sec(st["p99_s"])),
+                         "%s / %s" % (sec(st["p50_first_third_s"]), sec(st["p50_last_third_s"])),
+                         str(st["backlog_at_end"]), sec(st["last_after_end_s"]), "yes" if st["bounded"] else "no",
                          cpu(st)])
     p = sus.get("publisher")
     if p:
-        rows.append(["the publisher alone, unpaced", "-", k(p["rate"]), "%d counted" % p["counted"], "-", "-", "-",
-                     "-", cpu(p)])
-    return ["paced QoS 1 publishers, %g s per rate" % sus["seconds"], "target", "published/s", "delivered",
-            "p50 / p99", "backlog at end", "last row after end", "bounded", "publisher cores / machine busy"], rows
+        rows.append(["the publishers alone, unpaced", "-", k(p["rate"]), "%d counted" % p["counted"], "-", "-", "-",
+                     "-", "-", "-", cpu(p)])
+    return ["QoS 1, %g s per rate" % sus["seconds"], "target", "published/s", "delivered", "batches",
+            "p50 / p99", "p50 first / last third", "backlog at end", "last row after end", "bounded",
+            "publisher cores / machine busy"], rows
 
 
 def spark_sustained_headline(res):

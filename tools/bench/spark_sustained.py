@@ -1,15 +1,17 @@
 # Sustained capacity (issue 34): the highest publish rate each sink keeps up with, and its latency there.
-# For each target rate, paced publisher processes (two by default; tinymqtt, QoS 1, the payload carries the publish time)
-# publish for --seconds to one mosquitto, into (a) the plain tinymqtt subscriber writing Parquet (spark_ceiling's
-# (a), flushing a file every --interval or 10,000 rows) and (b) the tinymqtt_spark source in local[2] writing
-# Parquet with Spark's file sink (trigger every --interval). A row's latency is the moment it was in a durable
-# Parquet file minus its publish time: for (a) when its file was fsynced, for (b) when its batch's entry in the
+# For each target rate, paced publisher processes (two by default; tinymqtt, QoS 1, the payload carries the
+# publish time) publish for --seconds to one mosquitto (BenchBroker), into (a) the plain tinymqtt subscriber writing
+# Parquet (spark_ceiling's (a), a file every --interval or 10,000 rows) and then (b) the tinymqtt_spark source in
+# local[2] writing Parquet with Spark's file sink (trigger every --interval). A row's latency is when it was in a
+# durable Parquet file minus its publish time: for (a) when its file was fsynced, for (b) when its batch's entry in the
 # sink's log (`_spark_metadata/<batch>`) was written, i.e. the batch's commit. Each step waits for the drain
 # (at most --drain-cap s) before the next rate; a sink's steps stop at its first unbounded one.
 # "Bounded" (a step's backlog did not grow): every row delivered, the last one within DRAIN_LIMIT_S of the
 # publisher's end, and the p50 latency of the rows published in the step's last third at most one --interval
-# above the first third's. The publisher alone (unpaced, a C subscriber counting) is measured first: when a
-# step's achieved rate is short of its target, the publisher, not the sink, was the bound.
+# above the first third's. The publishers alone (unpaced, a C subscriber counting) are measured first. When a
+# step's achieved rate is short of its target, the publishers were the bound, not the sink: their CPU (in cores)
+# and the share of the machine's CPUs busy (others' work included) say whether their own code or a full machine
+# held them.
 #     python -m tools.bench.spark_sustained [--rates 2500,5000,10000,20000] [--seconds 15] [--json FILE]
 import argparse
 import json
@@ -25,7 +27,7 @@ import uuid
 import tools.spark  # noqa: F401  (sys.path: lib/, the Linux port, host/)
 from tools.bench.broker import BenchBroker, Counter
 
-DRAIN_LIMIT_S = 5.0  # the last row within this of the publisher's end (a few Spark batches of ~1-2 s)
+DRAIN_LIMIT_S = 5.0  # the last row within this of the publisher's end (two or three Spark batches)
 ROWS_PER_FILE = 10000  # the plain subscriber's largest file, as in spark_ceiling
 WARM_S = 3.0  # an unmeasured first step at the lowest rate: Spark's first batches, pyarrow's first write
 
@@ -128,6 +130,7 @@ def step_stats(rows, pub, interval, drain_limit=DRAIN_LIMIT_S):
          "backlog_at_end": pub["sent"] - sum(1 for _, land in first.values() if land <= pub["t_end"]),
          "last_after_end_s": None if last is None else last - pub["t_end"],
          "p50_first_third_s": p50_of(0, third), "p50_last_third_s": p50_of(2 * third, span + 1)}
+    r["batches"] = len(set(land for _, land in first.values()))  # (Spark's batches, the plain sink's files)
     r["drained"] = r["delivered"] >= pub["sent"]
     r["bounded"] = bool(r["drained"] and r["last_after_end_s"] is not None and r["last_after_end_s"] <= drain_limit
                         and r["p50_first_third_s"] is not None and r["p50_last_third_s"] is not None
@@ -285,9 +288,11 @@ def run_sink(name, sink, addr, topic, rates, seconds, interval, publishers, drai
         s.update(target=rate, unconfirmed_by_broker=pub["unconfirmed"], publisher_cores=pub["publisher_cores"],
                  machine_busy=pub["machine_busy"])
         steps.append(s)
-        log("bench: sustained: %-5s target %6d/s: published %d at %.0f/s, delivered %d, p50 %s p99 %s, backlog at "
-            "end %d, last row %s after, p50 first/last third %s/%s (publisher %.2f cores, machine %s busy): %s" % (
-                name, rate, s["published"], s["publish_rate"], s["delivered"], _s(s["p50_s"]), _s(s["p99_s"]),
+        log("bench: sustained: %-5s target %6d/s: published %d at %.0f/s, delivered %d in %d batches, p50 %s p99 %s, "
+            "backlog at end %d, last row %s after, p50 first/last third %s/%s (publisher %.2f cores, machine %s "
+            "busy): %s" % (
+                name, rate, s["published"], s["publish_rate"], s["delivered"], s["batches"], _s(s["p50_s"]),
+                _s(s["p99_s"]),
                 s["backlog_at_end"], _s(s["last_after_end_s"]), _s(s["p50_first_third_s"]),
                 _s(s["p50_last_third_s"]), s["publisher_cores"], _pct(s["machine_busy"]),
                 "bounded" if s["bounded"] else "NOT bounded"))
@@ -368,27 +373,6 @@ def run(rates, seconds, interval=1.0, publishers=2, drain_cap=10.0, stop_early=T
     return res
 
 
-def table(res):
-    """Markdown rows: one per sink and step, the publisher's ceiling below."""
-    head = ("| sink | target msgs/s | published msgs/s | delivered | p50 / p99 latency | backlog at end | last row "
-            "after end | p50 first / last third | bounded | publisher CPU / machine busy |")
-    lines = [head, "|" + "---|" * 10]
-    names = {"plain": "plain subscriber -> Parquet", "spark": "Spark source, local[2] -> Parquet"}
-    for key in ("plain", "spark"):
-        for s in res.get(key) or []:
-            short = s["publish_rate"] < 0.95 * s["target"]
-            lines.append("| %s | %s | %s%s | %s of %s | %s / %s | %s | %s | %s / %s | %s | %.2f / %s |" % (
-                names[key], "{:,}".format(s["target"]), "{:,.0f}".format(s["publish_rate"]), " (short)" if short else "",
-                "{:,}".format(s["delivered"]), "{:,}".format(s["published"]), _s(s["p50_s"]), _s(s["p99_s"]),
-                "{:,}".format(s["backlog_at_end"]), _s(s["last_after_end_s"]), _s(s["p50_first_third_s"]),
-                _s(s["p50_last_third_s"]), "**yes**" if s["bounded"] else "no", s.get("publisher_cores", 0),
-                _pct(s.get("machine_busy"))))
-    p = res["publisher"]
-    lines.append("| the publisher alone, unpaced (a C subscriber) | - | %s | %s counted | - | - | - | - | - | %.2f / %s |" % (
-        "{:,.0f}".format(p["rate"]), "{:,}".format(p["counted"]), p.get("publisher_cores", 0), _pct(p.get("machine_busy"))))
-    return "\n".join(lines)
-
-
 def run_in_process(python, log=print, rates=None, seconds=None):
     """The bench's "spark" section: this module in a process of its own (its own Spark JVM); None on failure."""
     args = [python, "-m", "tools.bench.spark_sustained"]
@@ -431,7 +415,9 @@ def main(argv=None):
         raise SystemExit("spark_sustained: %s (pip install -r requirements-test.txt)" % e)
     rates = [int(x) for x in a.rates.split(",") if x.strip()]
     res = run(rates, a.seconds, a.interval, a.publishers, a.drain_cap, not a.all)
-    print(table(res))
+    from tools.bench import report
+    print(report.table(*report.spark_sustained_rows({"spark_sustained": res})))
+    print(report.spark_sustained_headline({"spark_sustained": res}))
     print("load average %s before, %s after; %.0f s in all" % (res["load_before"], res["load_after"], res["wall_s"]))
     if a.json:
         with open(a.json, "w") as f:
