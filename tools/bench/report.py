@@ -513,7 +513,7 @@ def markdown(res):
     if res.get("spark_sustained"):
         sus = res["spark_sustained"]
         L += ["## Sustained capacity: the Spark source beside a plain subscriber", "",
-              "Paced QoS 1 publisher(s) (%d process(es)) publish for %g s per target rate into one mosquitto, read "
+              "Paced QoS 1 publishers (%d processes) publish for %g s per target rate into one mosquitto, read "
               "(a) by the plain tinymqtt subscriber writing a Parquet file every %g s and (b) by the Spark source "
               "in local[2] with Spark's Parquet sink triggered every %g s, one after the other "
               "(`python -m tools.bench.spark_sustained`). A row's latency runs from its publish to its durable "

@@ -338,7 +338,7 @@ def run(rates, seconds, interval=1.0, publishers=2, drain_cap=10.0, stop_early=T
         addr = "%s:%d" % (broker.host, broker.port)
         res["publisher"] = publisher_ceiling(broker, publishers)
         p = res["publisher"]
-        log("bench: sustained: the publisher alone (unpaced, %d process(es)): %.0f msgs/s (publisher %.2f cores, "
+        log("bench: sustained: the publishers alone (unpaced, %d processes): %.0f msgs/s (publishers %.2f cores, "
             "%.1f us of its CPU per message, machine %s busy)" % (publishers, p["rate"], p["publisher_cores"],
                                                                   p["cpu_us_per_msg"], _pct(p["machine_busy"])))
         topic = "sus-plain-%s/t" % uuid.uuid4().hex[:6]
