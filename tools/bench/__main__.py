@@ -17,7 +17,8 @@ import subprocess
 import sys
 import time
 
-from tools.bench import codec, footprint, mp, mp_unix, realistic, report, spark_ceiling, throughput
+from tools.bench import (codec, footprint, mp, mp_unix, realistic, report, spark_ceiling, spark_sustained,
+                         throughput)
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
@@ -221,6 +222,9 @@ def main(argv=None):
     if "spark" in a.only:
         log("bench: the Spark source's ceiling, %d messages preloaded" % a.spark_n)
         res["spark"] = spark_ceiling.run_in_process(sys.executable, a.spark_n, log)
+        log("bench: the Spark source's sustained capacity beside the plain subscriber (paced publishers)")
+        res["spark_sustained"] = spark_sustained.run_in_process(sys.executable, log,
+                                                                **({"rates": [2500], "seconds": 3} if a.quick else {}))
     if "footprint" in a.only and not fp_job:
         log("bench: what each profile costs a board (real MicroPython)")
         res["footprint"] = footprint.measure(a.quick, log)

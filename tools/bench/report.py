@@ -241,6 +241,45 @@ def spark_rows(res):
             "ratio"], rows
 
 
+def spark_sustained_rows(res):
+    """One row per sink and rate (tools/bench/spark_sustained.py), then the publisher alone."""
+    sus = res["spark_sustained"]
+    names = (("plain", "plain subscriber -> Parquet"), ("spark", "Spark source, local[2] -> Parquet"))
+    sec = lambda x: "-" if x is None else "%.2f s" % x
+    cpu = lambda d: "%s / %s" % ("?" if d.get("publisher_cores") is None else "%.2f" % d["publisher_cores"],
+                                 "?" if d.get("machine_busy") is None else "%.0f%%" % (100 * d["machine_busy"]))
+    rows = []
+    for key, name in names:
+        for st in sus.get(key) or []:
+            short = " (short)" if st["publish_rate"] < 0.95 * st["target"] else ""
+            rows.append([name, k(st["target"]), k(st["publish_rate"]) + short,
+                         "%d of %d" % (st["delivered"], st["published"]), str(st.get("batches", "?")),
+                         "%s / %s" % (sec(st["p50_s"]), sec(st["p99_s"])),
+                         "%s / %s" % (sec(st["p50_first_third_s"]), sec(st["p50_last_third_s"])),
+                         str(st["backlog_at_end"]), sec(st["last_after_end_s"]), "yes" if st["bounded"] else "no",
+                         cpu(st)])
+    p = sus.get("publisher")
+    if p:
+        rows.append(["the publishers alone, unpaced", "-", k(p["rate"]), "%d counted" % p["counted"], "-", "-", "-",
+                     "-", "-", "-", cpu(p)])
+    return ["QoS 1, %g s per rate" % sus["seconds"], "target", "published/s", "delivered", "batches",
+            "p50 / p99", "p50 first / last third", "backlog at end", "last row after end", "bounded",
+            "publisher cores / machine busy"], rows
+
+
+def spark_sustained_headline(res):
+    sus = res["spark_sustained"]
+    out = []
+    for key, name in (("plain", "the plain subscriber"), ("spark", "the Spark source")):
+        h = sus.get(key + "_capacity")
+        out.append("%s: %s" % (name, "bounded at none of the rates" if not h else
+                               "%s%s msgs/s (target %s), p50 %.2f s, p99 %.2f s%s" % (
+                                   "at least " if h.get("at_least") else "", k(h["publish_rate"]), k(h["target"]),
+                                   h["p50_s"], h["p99_s"], " (bounded at every rate it was given: its own limit "
+                                   "was not reached)" if h.get("at_least") else "")))
+    return "Highest rate with a bounded backlog: " + "; ".join(out) + "."
+
+
 # ------------------------------------------------------------------------------------------ console
 
 def console(res):
@@ -270,6 +309,9 @@ def console(res):
         parts.append("Codec and session speed per packet\n" + table(*codec_rows(res)))
     if res.get("spark"):
         parts.append("Ingest ceiling: the Spark source against a plain subscriber\n" + table(*spark_rows(res)))
+    if res.get("spark_sustained"):
+        parts.append("Sustained capacity: the Spark source beside a plain subscriber\n" +
+                     table(*spark_sustained_rows(res)) + "\n" + spark_sustained_headline(res))
     if res.get("footprint"):
         from tools.bench.footprint import table as footprint_table
         parts.append("What each profile costs a board (tools/bench/footprint.py)\n" + footprint_table(res["footprint"]))
@@ -468,6 +510,22 @@ def markdown(res):
                   "same rows %s s: the source ran at %.2fx the file source (its first row came %s s after "
                   "start())." % ("/".join("%.2f" % x for x in vs["spark_s"]), "/".join("%.2f" % x for x in vs["files_s"]),
                                  vs["ratio"], "/".join("%.2f" % x for x in vs["spark_first_row_after_start_s"])), ""]
+    if res.get("spark_sustained"):
+        sus = res["spark_sustained"]
+        L += ["## Sustained capacity: the Spark source beside a plain subscriber", "",
+              "Paced QoS 1 publishers (%d processes) publish for %g s per target rate into one mosquitto, read "
+              "(a) by the plain tinymqtt subscriber writing a Parquet file every %g s and (b) by the Spark source "
+              "in local[2] with Spark's Parquet sink triggered every %g s, one after the other "
+              "(`python -m tools.bench.spark_sustained`). A row's latency runs from its publish to its durable "
+              "Parquet file (for Spark: its batch's commit in the sink's log); the backlog is what was published "
+              "and not yet in a file when the publisher stopped. Bounded: every row delivered, the last within "
+              "%g s of the publisher's end, and the p50 of the step's last third at most one interval above its "
+              "first third's. A sink's steps stop at its first unbounded rate. \"(short)\": the publisher did "
+              "not reach its target; the last column says whether it was busy or starved (the machine's CPUs "
+              "busy, others' work included). Load average %s before, %s after." % (
+                  sus["publishers"], sus["seconds"], sus["interval_s"], sus["interval_s"], sus["drain_limit_s"],
+                  sus.get("load_before", "?"), sus.get("load_after", "?")), "",
+              table(*spark_sustained_rows(res)), "", spark_sustained_headline(res), ""]
     t = targets(res)
     if t:
         L += ["## Targets", "", table(["target", "measured", ""], [list(x) for x in t]), ""]
