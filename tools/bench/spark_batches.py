@@ -9,7 +9,7 @@
 #  - when the driver's source worker process was started and when it imported this module (unpickling the
 #    source), so: how long Spark took to hand it the source, and which part of that was Python's imports;
 #  - each batch's phases (Spark's durationMs) and each task's run time and JVM CPU (the UI's REST API).
-#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2] [--num-partitions N]
+#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2] [--num-partitions N] [--driver-scan]
 import argparse
 import json
 import os
@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 
 import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
-from tinymqtt_spark.source import MQTTDataSource, MQTTStreamReader
+from tinymqtt_spark.source import MQTTDataSource, MQTTStreamReader, stream_reader
 
 TRACE_ENV = "TINYMQTT_SPARK_BENCH_TRACE"  # the file the timed source appends its lines to
 
@@ -70,6 +70,9 @@ class TimedReader(MQTTStreamReader):
     def partitions(self, start, end):
         return _timed("partitions", super().partitions, start, end, rows=int(end["offset"]) - int(start["offset"]))
 
+    def batch(self, s, e):  # inside partitions(); with driverScan, what the driver's scan calls instead
+        return _timed("batch", super().batch, s, e, rows=e - s)
+
     def read(self, partition):
         t, c = time.time(), time.process_time()
         yield from super().read(partition)
@@ -86,7 +89,7 @@ class TimedDataSource(MQTTDataSource):
 
     def streamReader(self, schema):
         _trace("streamReader", time.time(), started=_process_started())
-        return TimedReader(self.config)
+        return stream_reader(self.config, TimedReader)
 
 
 def _session():
@@ -157,6 +160,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--num-partitions", type=int, default=None, help="the source's numPartitions option")
+    ap.add_argument("--driver-scan", action="store_true", help="the source's driverScan option")
     a = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="tinymqtt-batches-")
     trace = os.environ[TRACE_ENV] = os.path.join(work, "trace.jsonl")  # before the JVM: its workers inherit it
@@ -169,7 +173,8 @@ def main(argv=None):
             for i in range(a.rounds):
                 print("round %d" % (i + 1))
                 run_source(spark, broker, a.n, os.path.join(work, "src-%d" % i), trace,
-                           **({"numPartitions": a.num_partitions} if a.num_partitions else {}))
+                           **dict({"numPartitions": a.num_partitions} if a.num_partitions else {},
+                                  **({"driverScan": "true"} if a.driver_scan else {})))
                 for s, ts in _tasks(spark, last):
                     print("  stage %d tasks (run ms / JVM CPU ms): %s" % (s, ", ".join("%d/%d" % t for t in ts)))
                     last = s

@@ -14,7 +14,7 @@
 # median round, and a ratio is the median of the per-round ratios (each against the (a) of the same round),
 # because on a shared 2-core machine the load swings a single drain by 2x. Spark's rounds also report each
 # batch's rows and time.
-#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE]    (the bench's "spark" section runs this)
+#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE] [--driver-scan]    (the bench's "spark" section runs this)
 import argparse
 import glob
 import json
@@ -96,10 +96,10 @@ def drain_plain(broker, cid, n, out, rows_per_file=10000):
     return {"rows": written, "seconds": end - first[0]}
 
 
-def _spark_query(spark, broker, cid, d):
+def _spark_query(spark, broker, cid, d, **extra):
     from tools.spark.pipeline import source_options
     raw = spark.readStream.format("mqtt").options(**source_options(
-        "%s:%d" % (broker.host, broker.port), TOPIC, os.path.join(d, "ckpt"), cid)).load()
+        "%s:%d" % (broker.host, broker.port), TOPIC, os.path.join(d, "ckpt"), cid, **extra)).load()
     return (raw.writeStream.format("parquet").option("path", os.path.join(d, "out"))
             .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
 
@@ -131,7 +131,7 @@ def _until_rows(q, n, timeout, log=None):
     return rows, end, batches, busy
 
 
-def warm_spark(broker, d, n=2000):
+def warm_spark(broker, d, n=2000, **extra):
     """A long-running job is warm: the session, its JVM and its Python workers are started by a first small
     query (its time is reported apart, as the cold start), before the measured one."""
     from tools.spark.pipeline import spark_session
@@ -140,18 +140,19 @@ def warm_spark(broker, d, n=2000):
     cid = "ceil-warm-" + uuid.uuid4().hex[:6]
     make_session(broker, cid)
     preload(broker, n)
-    q = _spark_query(spark, broker, cid, d)
+    q = _spark_query(spark, broker, cid, d, **extra)
     _until_rows(q, n, 300)
     q.stop()
     return time.time() - t0
 
 
-def drain_spark(broker, cid, n, d):
-    """(b): the Spark source in local[2] (warm), raw rows to Parquet, as fast as Spark triggers."""
+def drain_spark(broker, cid, n, d, **extra):
+    """(b): the Spark source in local[2] (warm), raw rows to Parquet, as fast as Spark triggers; `extra`: more
+    source options."""
     from tools.spark.pipeline import spark_session
     spark = spark_session(2, app="tinymqtt-ceiling")
     t0 = time.time()
-    q = _spark_query(spark, broker, cid, d)
+    q = _spark_query(spark, broker, cid, d, **extra)
     per_batch = []
     rows, end, batches, busy = _until_rows(q, n, 600, per_batch)
     q.stop()
@@ -205,19 +206,20 @@ def drain_ingest(broker, cid, n, landing, spool):
         p.wait(30)
 
 
-def run(n, log=print, rounds=3):
+def run(n, log=print, rounds=3, source_extra=None):
     from tools.spark.pipeline import stop_spark
-    out = {"n": n, "rounds": rounds}
+    extra = dict(source_extra or {})
+    out = {"n": n, "rounds": rounds, "source_options": extra}
     work = tempfile.mkdtemp(prefix="tinymqtt-ceiling-")
     with BenchBroker() as broker:
         try:
-            out["spark_warmup_s"] = warm_spark(broker, os.path.join(work, "warm"), max(2000, n // 2))
+            out["spark_warmup_s"] = warm_spark(broker, os.path.join(work, "warm"), max(2000, n // 2), **extra)
             cid = "ceil-warm-plain-" + uuid.uuid4().hex[:6]  # (a) warm too: pyarrow's first Parquet write
             make_session(broker, cid)  # costs ~0.25 s, which a 50k drain used to count against the ceiling
             preload(broker, 2000)
             drain_plain(broker, cid, 2000, os.path.join(work, "warm-plain"))
             drainers = (("plain", lambda cid, d: drain_plain(broker, cid, n, os.path.join(d, "out"))),
-                        ("spark", lambda cid, d: drain_spark(broker, cid, n, d)),
+                        ("spark", lambda cid, d: drain_spark(broker, cid, n, d, **extra)),
                         ("ingest", lambda cid, d: drain_ingest(broker, cid, n, os.path.join(d, "landing"),
                                                                os.path.join(d, "spool"))),
                         ("files", lambda cid, d: drain_files(n, d)))
@@ -288,13 +290,14 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=20000, help="messages preloaded for each drainer (QoS 1/2 alternating)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per drainer; the median is reported")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--driver-scan", action="store_true", help="the source's driverScan option (docs/spark.md)")
     a = ap.parse_args(argv)
     try:
         import pyspark  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as e:
         raise SystemExit("spark_ceiling: %s (pip install -r requirements-test.txt)" % e)
-    res = run(a.n, rounds=a.rounds)
+    res = run(a.n, rounds=a.rounds, source_extra={"driverScan": "true"} if a.driver_scan else None)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
