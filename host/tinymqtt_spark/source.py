@@ -48,7 +48,6 @@ from array import array
 from itertools import accumulate
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 
@@ -126,7 +125,6 @@ class Config:
         self.max_packet_size = self._int(o, "maxpacketsize", o.get("maxpacketsize", 1 << 20))
         self.segment_records = self._int(o, "segmentrecords", o.get("segmentrecords", 5000))
         self.partitions = max(1, self._int(o, "numpartitions", o.get("numpartitions", 2)))
-        self.driver_scan = _truth(o.get("driverscan", "false"))
         self.heartbeat = _truth(o.get("heartbeat", "true"))
         self.fsync = _truth(o.get("fsync", "true"))
         self.max_records = self._int(o, "maxrecordspertrigger", o.get("maxrecordspertrigger", 50000))
@@ -185,14 +183,7 @@ class MQTTDataSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema):
-        return stream_reader(self.config, MQTTStreamReader)
-
-
-def stream_reader(config, cls):
-    """The reader Spark's driver-side source worker drives: cls(config), or with option driverScan, the same
-    reader behind DriverScan (the batch's rows go to the JVM from the driver, no executor Python worker)."""
-    reader = cls(config)
-    return DriverScan(reader) if config.driver_scan else reader
+        return MQTTStreamReader(self.config)
 
 
 def arrow_schema():
@@ -388,21 +379,16 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         s, e = int(start["offset"]), int(end["offset"])
         if e <= s:
             return []
-        batch = self.batch(s, e)
-        if batch is None:
-            return []
-        k = -(-batch.num_rows // self.config.partitions)
-        rows = batch.num_rows
-        return [MQTTPartition(batch_to_ipc(batch.slice(i, k)), min(k, rows - i)) for i in range(0, rows, k)]
-
-    def batch(self, s, e):
-        """The records of offsets [s, e) from the spool as one Arrow RecordBatch, or None if there are none."""
         link = self.link()
         if link.expose() < e:
             raise RuntimeError("the MQTT spool %s does not reach offset %d (Spark's checkpoint is newer than the "
                                "spool: it was deleted or belongs to another query)" % (self.config.spool_dir, e))
         rows = list(link.records(s, e))
-        return records_to_batch(rows, arrow_schema()) if rows else None
+        if not rows:
+            return []
+        batch = records_to_batch(rows, arrow_schema())
+        k = -(-len(rows) // self.config.partitions)
+        return [MQTTPartition(batch_to_ipc(batch.slice(i, k)), min(k, len(rows) - i)) for i in range(0, len(rows), k)]
 
     def read(self, partition):
         import pyarrow as pa
@@ -423,53 +409,6 @@ class MQTTStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             finally:
                 self._link.stop()
                 self._link = None
-
-
-class DriverScan(_SimpleStreamReaderWrapper):
-    """option driverScan: the reader behind pyspark's wrapper for SimpleDataSourceStreamReader, whose batches
-    the driver's source worker sends to the JVM as Arrow after partitions() (the runner asks the wrapper's
-    getCache() for them); the JVM keeps them in its block manager and one task per batch reads them there, with
-    no executor Python worker. Unlike pyspark's own wrapper, getCache() builds any batch from the spool, so a
-    batch replayed after a restart is served by the driver too (pyspark's would call readBetweenOffsets() on an
-    executor, which cannot read the driver's spool). Spark then takes exactly one partition per batch."""
-
-    def __init__(self, reader):
-        super().__init__(reader)  # the runner reads .simple_reader (SupportsTriggerAvailableNow) itself
-        self._planned = None  # (start, end, RecordBatch) of the last partitions() call
-
-    def initialOffset(self):
-        return self.simple_reader.initialOffset()
-
-    def getDefaultReadLimit(self):
-        return self.simple_reader.getDefaultReadLimit()
-
-    def latestOffset(self, start, limit):
-        return self.simple_reader.latestOffset(start, limit)
-
-    def reportLatestOffset(self):
-        return self.simple_reader.reportLatestOffset()
-
-    def partitions(self, start, end):
-        s, e = int(start["offset"]), int(end["offset"])
-        batch = self.simple_reader.batch(s, e) if e > s else None
-        self._planned = (start, end, batch)
-        return [] if batch is None else [MQTTPartition(b"", batch.num_rows)]
-
-    def getCache(self, start, end):
-        p = self._planned
-        if p is None or p[2] is None or (p[0], p[1]) != (start, end):
-            return None
-        self._planned = None
-        return iter([p[2]])
-
-    def read(self, partition):
-        raise RuntimeError("driverScan: Spark asked an executor for a batch the driver did not send")
-
-    def commit(self, end):
-        self.simple_reader.commit(end)
-
-    def stop(self):
-        self.simple_reader.stop()
 
 
 def committed_end(checkpoint, client_id):

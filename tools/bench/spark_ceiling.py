@@ -98,7 +98,12 @@ def drain_plain(broker, cid, n, out, rows_per_file=10000):
 
 def _spark_query(spark, broker, cid, d, **extra):
     from tools.spark.pipeline import source_options
-    raw = spark.readStream.format("mqtt").options(**source_options(
+    fmt = "mqtt"
+    if extra.get("driverScan"):  # --driver-scan: the source behind tools.bench.spark_batches' DriverScan reader
+        from tools.bench.spark_batches import TimedDataSource  # (registered by its module's name, for the workers)
+        spark.dataSource.register(TimedDataSource)
+        fmt = TimedDataSource.name()
+    raw = spark.readStream.format(fmt).options(**source_options(
         "%s:%d" % (broker.host, broker.port), TOPIC, os.path.join(d, "ckpt"), cid, **extra)).load()
     return (raw.writeStream.format("parquet").option("path", os.path.join(d, "out"))
             .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
@@ -290,7 +295,8 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=20000, help="messages preloaded for each drainer (QoS 1/2 alternating)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per drainer; the median is reported")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--driver-scan", action="store_true", help="the source's driverScan option (docs/spark.md)")
+    ap.add_argument("--driver-scan", action="store_true",
+                    help="the source behind tools.bench.spark_batches' DriverScan reader (docs/spark.md, Speed)")
     a = ap.parse_args(argv)
     try:
         import pyspark  # noqa: F401
