@@ -14,7 +14,7 @@
 # median round, and a ratio is the median of the per-round ratios (each against the (a) of the same round),
 # because on a shared 2-core machine the load swings a single drain by 2x. Spark's rounds also report each
 # batch's rows and time.
-#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE] [--driver-scan]    (the bench's "spark" section runs this)
+#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE] [--driver-scan] [--option KEY=VALUE ...]    (the bench's "spark" section runs this)
 import argparse
 import glob
 import json
@@ -295,6 +295,8 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=20000, help="messages preloaded for each drainer (QoS 1/2 alternating)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per drainer; the median is reported")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a source option for (b) (repeat)")
     ap.add_argument("--driver-scan", action="store_true",
                     help="the source behind tools.bench.spark_batches' DriverScan reader (docs/spark.md, Speed)")
     a = ap.parse_args(argv)
@@ -303,7 +305,10 @@ def main(argv=None):
         import pyarrow  # noqa: F401
     except ImportError as e:
         raise SystemExit("spark_ceiling: %s (pip install -r requirements-test.txt)" % e)
-    res = run(a.n, rounds=a.rounds, source_extra={"driverScan": "true"} if a.driver_scan else None)
+    extra = dict(kv.split("=", 1) for kv in a.option)
+    if a.driver_scan:
+        extra["driverScan"] = "true"
+    res = run(a.n, rounds=a.rounds, source_extra=extra)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
