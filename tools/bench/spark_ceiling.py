@@ -14,7 +14,8 @@
 # median round, and a ratio is the median of the per-round ratios (each against the (a) of the same round),
 # because on a shared 2-core machine the load swings a single drain by 2x. Spark's rounds also report each
 # batch's rows and time.
-#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE] [--driver-scan] [--option KEY=VALUE ...]    (the bench's "spark" section runs this)
+#     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE]    (the bench's "spark" section runs this)
+#     [--option KEY=VALUE ...] [--driver-scan]: (b) with more source options, or through spark_batches' DriverScan
 import argparse
 import glob
 import json
