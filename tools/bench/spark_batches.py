@@ -9,7 +9,8 @@
 #  - when the driver's source worker process was started and when it imported this module (unpickling the
 #    source), so: how long Spark took to hand it the source, and which part of that was Python's imports;
 #  - each batch's phases (Spark's durationMs) and each task's run time and JVM CPU (the UI's REST API).
-#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2] [--num-partitions N]
+#     python -m tools.bench.spark_batches [--n 50000] [--rounds 2] [--num-partitions N] [--driver-scan]
+#                                         [--option KEY=VALUE ...] [--conf KEY=VALUE ...]
 import argparse
 import json
 import os
@@ -19,7 +20,9 @@ import urllib.request
 import uuid
 
 import tools.spark  # noqa: F401  (sys.path: lib/ and the Linux port)
-from tinymqtt_spark.source import MQTTDataSource, MQTTStreamReader
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+
+from tinymqtt_spark.source import MQTTDataSource, MQTTPartition, MQTTStreamReader, arrow_schema, records_to_batch
 
 TRACE_ENV = "TINYMQTT_SPARK_BENCH_TRACE"  # the file the timed source appends its lines to
 
@@ -70,6 +73,15 @@ class TimedReader(MQTTStreamReader):
     def partitions(self, start, end):
         return _timed("partitions", super().partitions, start, end, rows=int(end["offset"]) - int(start["offset"]))
 
+    def batch(self, s, e):  # DriverScan's partitions(): the same spool read and Arrow columns as partitions()'
+        def build():
+            link = self.link()
+            rows = list(link.records(s, e)) if link.expose() >= e else None
+            if rows is None:
+                raise RuntimeError("the spool does not reach offset %d" % e)
+            return records_to_batch(rows, arrow_schema()) if rows else None
+        return _timed("batch", build, rows=e - s)
+
     def read(self, partition):
         t, c = time.time(), time.process_time()
         yield from super().read(partition)
@@ -79,6 +91,49 @@ class TimedReader(MQTTStreamReader):
         return _timed("commit", super().commit, end)
 
 
+class DriverScan(_SimpleStreamReaderWrapper):
+    """--driver-scan (measured in docs/spark.md, "Speed", and not adopted): the reader behind pyspark's wrapper
+    for SimpleDataSourceStreamReader. For that wrapper (and only it) the driver's source worker sends a batch's
+    rows to the JVM as Arrow right after partitions(), from getCache(); the JVM keeps them in its block manager and
+    one task per batch reads them there, with no executor Python worker. Unlike pyspark's own wrapper, getCache()
+    builds any batch from the spool, so a batch replayed after a restart would be served by the driver too
+    (pyspark's calls readBetweenOffsets() on an executor, which cannot read the driver's spool)."""
+
+    def __init__(self, reader):
+        super().__init__(reader)  # the runner reads .simple_reader (SupportsTriggerAvailableNow) itself
+        self._planned = None  # (start, end, RecordBatch or None) of the last partitions() call
+
+    def initialOffset(self):
+        return self.simple_reader.initialOffset()
+
+    def getDefaultReadLimit(self):
+        return self.simple_reader.getDefaultReadLimit()
+
+    def latestOffset(self, start, limit):
+        return self.simple_reader.latestOffset(start, limit)
+
+    def partitions(self, start, end):  # Spark takes exactly one partition when the rows come from the driver
+        s, e = int(start["offset"]), int(end["offset"])
+        batch = self.simple_reader.batch(s, e) if e > s else None
+        self._planned = (start, end, batch)
+        return [] if batch is None else [MQTTPartition(b"", batch.num_rows)]
+
+    def getCache(self, start, end):
+        p, self._planned = self._planned, None
+        if p is None or p[2] is None or (p[0], p[1]) != (start, end):
+            return None
+        return iter([p[2]])
+
+    def read(self, partition):
+        raise RuntimeError("driverScan: Spark asked an executor for a batch the driver did not send")
+
+    def commit(self, end):
+        self.simple_reader.commit(end)
+
+    def stop(self):
+        self.simple_reader.stop()
+
+
 class TimedDataSource(MQTTDataSource):
     @classmethod
     def name(cls):
@@ -86,14 +141,19 @@ class TimedDataSource(MQTTDataSource):
 
     def streamReader(self, schema):
         _trace("streamReader", time.time(), started=_process_started())
-        return TimedReader(self.config)
+        reader = TimedReader(self.config)
+        driver_scan = {str(k).lower(): v for k, v in self.options.items()}.get("driverscan", "false")
+        return DriverScan(reader) if str(driver_scan).lower() == "true" else reader
 
 
-def _session():
+def _session(conf=()):
     from pyspark.sql import SparkSession
     from tools.spark import pipeline
     pipeline.spark_env()
-    spark = (SparkSession.builder.master("local[2]").appName("tinymqtt-spark-batches")
+    b = SparkSession.builder
+    for k, v in conf:  # --conf: the settings under test, before the defaults below (which they do not override)
+        b = b.config(k, v)
+    spark = (b.master("local[2]").appName("tinymqtt-spark-batches")
              .config("spark.ui.enabled", "true").config("spark.ui.port", "0")
              .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4")
              .config("spark.default.parallelism", "2").config("spark.sql.session.timeZone", "UTC")
@@ -157,19 +217,30 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--num-partitions", type=int, default=None, help="the source's numPartitions option")
+    ap.add_argument("--driver-scan", action="store_true",
+                    help="this module's DriverScan reader: each batch from the driver, no executor Python worker")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a source option (repeat)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the session (repeat)")
     a = ap.parse_args(argv)
+    options = dict(kv.split("=", 1) for kv in a.option)
+    if a.num_partitions:
+        options["numPartitions"] = a.num_partitions
+    if a.driver_scan:
+        options["driverScan"] = "true"
     work = tempfile.mkdtemp(prefix="tinymqtt-batches-")
     trace = os.environ[TRACE_ENV] = os.path.join(work, "trace.jsonl")  # before the JVM: its workers inherit it
     with BenchBroker() as broker:
         try:
-            spark = _session()
+            spark = _session([kv.split("=", 1) for kv in a.conf])
+            print("settings: %s; source options: %s" % (a.conf, options))
             print("load average before: %s" % open("/proc/loadavg").read().strip())
             run_source(spark, broker, max(2000, a.n // 2), os.path.join(work, "warm"), trace, log=lambda s: None)
             last = max([s for s, _ in _tasks(spark, -1)] or [-1])
             for i in range(a.rounds):
                 print("round %d" % (i + 1))
                 run_source(spark, broker, a.n, os.path.join(work, "src-%d" % i), trace,
-                           **({"numPartitions": a.num_partitions} if a.num_partitions else {}))
+                           **options)
                 for s, ts in _tasks(spark, last):
                     print("  stage %d tasks (run ms / JVM CPU ms): %s" % (s, ", ".join("%d/%d" % t for t in ts)))
                     last = s

@@ -15,6 +15,7 @@
 # because on a shared 2-core machine the load swings a single drain by 2x. Spark's rounds also report each
 # batch's rows and time.
 #     python -m tools.bench.spark_ceiling [--n 20000] [--json FILE]    (the bench's "spark" section runs this)
+#     [--option KEY=VALUE ...] [--driver-scan]: (b) with more source options, or through spark_batches' DriverScan
 import argparse
 import glob
 import json
@@ -96,10 +97,15 @@ def drain_plain(broker, cid, n, out, rows_per_file=10000):
     return {"rows": written, "seconds": end - first[0]}
 
 
-def _spark_query(spark, broker, cid, d):
+def _spark_query(spark, broker, cid, d, **extra):
     from tools.spark.pipeline import source_options
-    raw = spark.readStream.format("mqtt").options(**source_options(
-        "%s:%d" % (broker.host, broker.port), TOPIC, os.path.join(d, "ckpt"), cid)).load()
+    fmt = "mqtt"
+    if extra.get("driverScan"):  # --driver-scan: the source behind tools.bench.spark_batches' DriverScan reader
+        from tools.bench.spark_batches import TimedDataSource  # (registered by its module's name, for the workers)
+        spark.dataSource.register(TimedDataSource)
+        fmt = TimedDataSource.name()
+    raw = spark.readStream.format(fmt).options(**source_options(
+        "%s:%d" % (broker.host, broker.port), TOPIC, os.path.join(d, "ckpt"), cid, **extra)).load()
     return (raw.writeStream.format("parquet").option("path", os.path.join(d, "out"))
             .option("checkpointLocation", os.path.join(d, "ckpt")).trigger(processingTime="0 seconds").start())
 
@@ -131,7 +137,7 @@ def _until_rows(q, n, timeout, log=None):
     return rows, end, batches, busy
 
 
-def warm_spark(broker, d, n=2000):
+def warm_spark(broker, d, n=2000, **extra):
     """A long-running job is warm: the session, its JVM and its Python workers are started by a first small
     query (its time is reported apart, as the cold start), before the measured one."""
     from tools.spark.pipeline import spark_session
@@ -140,18 +146,19 @@ def warm_spark(broker, d, n=2000):
     cid = "ceil-warm-" + uuid.uuid4().hex[:6]
     make_session(broker, cid)
     preload(broker, n)
-    q = _spark_query(spark, broker, cid, d)
+    q = _spark_query(spark, broker, cid, d, **extra)
     _until_rows(q, n, 300)
     q.stop()
     return time.time() - t0
 
 
-def drain_spark(broker, cid, n, d):
-    """(b): the Spark source in local[2] (warm), raw rows to Parquet, as fast as Spark triggers."""
+def drain_spark(broker, cid, n, d, **extra):
+    """(b): the Spark source in local[2] (warm), raw rows to Parquet, as fast as Spark triggers; `extra`: more
+    source options."""
     from tools.spark.pipeline import spark_session
     spark = spark_session(2, app="tinymqtt-ceiling")
     t0 = time.time()
-    q = _spark_query(spark, broker, cid, d)
+    q = _spark_query(spark, broker, cid, d, **extra)
     per_batch = []
     rows, end, batches, busy = _until_rows(q, n, 600, per_batch)
     q.stop()
@@ -205,19 +212,20 @@ def drain_ingest(broker, cid, n, landing, spool):
         p.wait(30)
 
 
-def run(n, log=print, rounds=3):
+def run(n, log=print, rounds=3, source_extra=None):
     from tools.spark.pipeline import stop_spark
-    out = {"n": n, "rounds": rounds}
+    extra = dict(source_extra or {})
+    out = {"n": n, "rounds": rounds, "source_options": extra}
     work = tempfile.mkdtemp(prefix="tinymqtt-ceiling-")
     with BenchBroker() as broker:
         try:
-            out["spark_warmup_s"] = warm_spark(broker, os.path.join(work, "warm"), max(2000, n // 2))
+            out["spark_warmup_s"] = warm_spark(broker, os.path.join(work, "warm"), max(2000, n // 2), **extra)
             cid = "ceil-warm-plain-" + uuid.uuid4().hex[:6]  # (a) warm too: pyarrow's first Parquet write
             make_session(broker, cid)  # costs ~0.25 s, which a 50k drain used to count against the ceiling
             preload(broker, 2000)
             drain_plain(broker, cid, 2000, os.path.join(work, "warm-plain"))
             drainers = (("plain", lambda cid, d: drain_plain(broker, cid, n, os.path.join(d, "out"))),
-                        ("spark", lambda cid, d: drain_spark(broker, cid, n, d)),
+                        ("spark", lambda cid, d: drain_spark(broker, cid, n, d, **extra)),
                         ("ingest", lambda cid, d: drain_ingest(broker, cid, n, os.path.join(d, "landing"),
                                                                os.path.join(d, "spool"))),
                         ("files", lambda cid, d: drain_files(n, d)))
@@ -288,13 +296,20 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=20000, help="messages preloaded for each drainer (QoS 1/2 alternating)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per drainer; the median is reported")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a source option for (b) (repeat)")
+    ap.add_argument("--driver-scan", action="store_true",
+                    help="the source behind tools.bench.spark_batches' DriverScan reader (docs/spark.md, Speed)")
     a = ap.parse_args(argv)
     try:
         import pyspark  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as e:
         raise SystemExit("spark_ceiling: %s (pip install -r requirements-test.txt)" % e)
-    res = run(a.n, rounds=a.rounds)
+    extra = dict(kv.split("=", 1) for kv in a.option)
+    if a.driver_scan:
+        extra["driverScan"] = "true"
+    res = run(a.n, rounds=a.rounds, source_extra=extra)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
