@@ -277,12 +277,18 @@ def run(n, log=print, rounds=3, source_extra=None):
 def run_in_process(python, n, log=print, rounds=3):
     """The bench's "spark" section: this module in a process of its own (its own Spark JVM); None when
     pyspark is missing there."""
+    return run_json_tool(python, ["tools.bench.spark_ceiling", "--n", str(n), "--rounds", str(rounds)],
+                         "the Spark ceiling", log)
+
+
+def run_json_tool(python, argv, what, log):
+    """`python -m argv... --json F` in a process of its own (a Spark tool: its own JVM); its "bench: " lines
+    logged, F's results returned; None (and the tail of its output logged) when it failed."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        p = subprocess.run([python, "-m", "tools.bench.spark_ceiling", "--n", str(n), "--rounds", str(rounds),
-                            "--json", f.name],
+        p = subprocess.run([python, "-m"] + argv + ["--json", f.name],
                            cwd=tools.spark.ROOT, capture_output=True, text=True, timeout=1800)
         if p.returncode:
-            log("bench: the Spark ceiling failed (exit %d): %s" % (p.returncode, (p.stderr or p.stdout)[-1500:]))
+            log("bench: %s failed (exit %d): %s" % (what, p.returncode, (p.stderr or p.stdout)[-1500:]))
             return None
         for line in p.stdout.splitlines():
             if line.startswith("bench: "):

@@ -26,6 +26,7 @@ import uuid
 
 import tools.spark  # noqa: F401  (sys.path: lib/, the Linux port, host/)
 from tools.bench.broker import BenchBroker, Counter
+from tools.bench.spark_ceiling import run_json_tool
 
 DRAIN_LIMIT_S = 5.0  # the last row within this of the publisher's end (two or three Spark batches)
 ROWS_PER_FILE = 10000  # the plain subscriber's largest file, as in spark_ceiling
@@ -375,22 +376,12 @@ def run(rates, seconds, interval=1.0, publishers=2, drain_cap=10.0, stop_early=T
 
 def run_in_process(python, log=print, rates=None, seconds=None):
     """The bench's "spark" section: this module in a process of its own (its own Spark JVM); None on failure."""
-    args = [python, "-m", "tools.bench.spark_sustained"]
+    args = ["tools.bench.spark_sustained"]
     if rates:
         args += ["--rates", ",".join(str(r) for r in rates)]
     if seconds:
         args += ["--seconds", str(seconds)]
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        p = subprocess.run(args + ["--json", f.name], cwd=tools.spark.ROOT, capture_output=True, text=True,
-                           timeout=1800)
-        if p.returncode:
-            log("bench: the Spark sustained run failed (exit %d): %s" % (p.returncode, (p.stderr or p.stdout)[-1500:]))
-            return None
-        for line in p.stdout.splitlines():
-            if line.startswith("bench: "):
-                log(line)
-        with open(f.name) as fh:
-            return json.load(fh)
+    return run_json_tool(python, args, "the Spark sustained run", log)
 
 
 def main(argv=None):
