@@ -539,8 +539,8 @@ class AsyncClient(Driver):
             return
         if Driver._event(self, ev, value, reason):  # a flow someone awaits ended
             self._ended.set()
-        if ev == _CONNACK:
-            self._changed.set()
+        if ev == _CONNACK:  # a new connection: connect() returns; a SUBSCRIBE or UNSUBSCRIBE awaited is asked
+            self._wake_all()  # again under a new packet id; a new session's flights may have freed every slot
         elif self.session.flights.count <= self._room_at:  # (an ack, a flow lost: a slot may be free)
             self._room.set()
 
