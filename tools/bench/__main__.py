@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from tools.bench import (codec, footprint, mp, mp_unix, realistic, report, spark_ceiling, spark_sustained,
+from tools.bench import (codec, cpu, footprint, mp, mp_unix, realistic, report, spark_ceiling, spark_sustained,
                          throughput)
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
@@ -76,17 +76,9 @@ def load():
 
 def busy(seconds=1.0):
     """Share of all CPUs busy over `seconds` (from /proc/stat; None elsewhere): what other work takes."""
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + v[4]  # total, idle + iowait
-    try:
-        t0, i0 = snap()
-        time.sleep(seconds)
-        t1, i1 = snap()
-    except (OSError, ValueError, IndexError):
-        return None
-    return 1 - (i1 - i0) / max(t1 - t0, 1)
+    before = cpu.snapshot()
+    time.sleep(seconds)
+    return cpu.busy_between(before, cpu.snapshot())
 
 
 def wait_idle(limit, log):

@@ -66,9 +66,18 @@ def _arrow_table(rows):
                      "received_ts": [datetime.fromtimestamp(t, tz=timezone.utc) for t in ts]})
 
 
+def write_parquet(rows, path):
+    """The plain subscriber's file: rows [(topic, payload, qos, received time)] as Parquet, on disk when it returns
+    (fsynced, as the Spark sink's files are committed)."""
+    import pyarrow.parquet as pq
+    pq.write_table(_arrow_table(rows), path)
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+
+
 def drain_plain(broker, cid, n, out, rows_per_file=10000):
     """(a): tinymqtt subscriber, automatic acks, rows buffered and written as Parquet files (fsynced)."""
-    import pyarrow.parquet as pq
     os.makedirs(out)
     rows, written, first = [], 0, [None]
 
@@ -86,11 +95,7 @@ def drain_plain(broker, cid, n, out, rows_per_file=10000):
         c.loop(0.05)
         if len(rows) >= rows_per_file or (rows and written + len(rows) >= n):
             batch, rows[:] = rows[:], []
-            path = os.path.join(out, "part-%06d.parquet" % written)
-            pq.write_table(_arrow_table(batch), path)
-            fd = os.open(path, os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
+            write_parquet(batch, os.path.join(out, "part-%06d.parquet" % written))
             written += len(batch)
     end = time.time()
     c.disconnect()

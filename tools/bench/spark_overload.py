@@ -22,12 +22,9 @@ import tools.spark  # noqa: F401  (sys.path: lib/, the Linux port, host/)
 from tools.bench.broker import BenchBroker
 
 
-def publisher(broker, topic, rate, seconds, tag):
-    """One publisher process: paced to `rate`, QoS 1/2 alternating; prints how many the broker acknowledged."""
-    from tinymqtt.client import Client
-    host, _, port = broker.rpartition(":")
-    c = Client(host, int(port), client_id="ovl-pub-%s" % tag, version=5, max_inflight=2000, batch=True)
-    c.connect()
+def paced(c, rate, seconds, publish_one):
+    """Publishes with the connected client c at `rate` msgs/s for `seconds` (publish_one(i) sends message i);
+    returns how many it sent."""
     t0, i = time.monotonic(), 0
     while True:
         now = time.monotonic() - t0
@@ -35,13 +32,29 @@ def publisher(broker, topic, rate, seconds, tag):
             break
         due = min(int(now * rate), i + 1000)  # (a broker that falls behind slows us: never past `seconds`)
         while i < due:
-            c.publish(topic, b"%s-%d" % (tag.encode(), i), qos=1 + i % 2, timeout=5)
+            publish_one(i)
             i += 1
         c.loop(0.001)
-    deadline = time.monotonic() + 60
+    return i
+
+
+def unconfirmed_after(c, seconds):
+    """Waits up to `seconds` for the broker to acknowledge c's flows; returns how many it never did."""
+    deadline = time.monotonic() + seconds
     while c.session.flights.count and time.monotonic() < deadline:
         c.loop(0.05)
-    unconfirmed = c.session.flights.count  # never acknowledged by the broker: not owed
+    return c.session.flights.count
+
+
+def publisher(broker, topic, rate, seconds, tag):
+    """One publisher process: paced to `rate`, QoS 1/2 alternating; prints how many the broker acknowledged."""
+    from tinymqtt.client import Client
+    host, _, port = broker.rpartition(":")
+    c = Client(host, int(port), client_id="ovl-pub-%s" % tag, version=5, max_inflight=2000, batch=True)
+    c.connect()
+    t0 = time.monotonic()
+    i = paced(c, rate, seconds, lambda i: c.publish(topic, b"%s-%d" % (tag.encode(), i), qos=1 + i % 2, timeout=5))
+    unconfirmed = unconfirmed_after(c, 60)  # never acknowledged by the broker: not owed
     c.disconnect()
     print(json.dumps({"tag": tag, "sent": i, "unconfirmed": unconfirmed, "seconds": time.monotonic() - t0}),
           flush=True)

@@ -25,8 +25,10 @@ import time
 import uuid
 
 import tools.spark  # noqa: F401  (sys.path: lib/, the Linux port, host/)
+from tools.bench import cpu
 from tools.bench.broker import BenchBroker, Counter
-from tools.bench.spark_ceiling import run_json_tool
+from tools.bench.spark_ceiling import run_json_tool, write_parquet
+from tools.bench.spark_overload import paced, unconfirmed_after
 
 DRAIN_LIMIT_S = 5.0  # the last row within this of the publisher's end (two or three Spark batches)
 ROWS_PER_FILE = 10000  # the plain subscriber's largest file, as in spark_ceiling
@@ -42,21 +44,10 @@ def publisher(broker, topic, rate, seconds, step, tag):
                max_inflight=2000, batch=True)
     c.connect()
     head = b"%d %s " % (step, tag.encode())
-    t0, w0, c0, i = time.monotonic(), time.time(), time.process_time(), 0
-    while True:
-        now = time.monotonic() - t0
-        if now >= seconds:
-            break
-        due = min(int(now * rate), i + 1000)  # (a broker that falls behind slows us: never past `seconds`)
-        while i < due:
-            c.publish(topic, head + b"%d %.6f" % (i, time.time()), qos=1, timeout=5)
-            i += 1
-        c.loop(0.001)
+    w0, c0 = time.time(), time.process_time()
+    i = paced(c, rate, seconds, lambda i: c.publish(topic, head + b"%d %.6f" % (i, time.time()), qos=1, timeout=5))
     w1, c1 = time.time(), time.process_time()
-    deadline = time.monotonic() + 30
-    while c.session.flights.count and time.monotonic() < deadline:
-        c.loop(0.05)
-    unconfirmed = c.session.flights.count
+    unconfirmed = unconfirmed_after(c, 30)
     c.disconnect()
     print(json.dumps({"tag": tag, "sent": i, "unconfirmed": unconfirmed, "t_start": w0, "t_end": w1,
                       "cpu_s": c1 - c0}), flush=True)
@@ -71,29 +62,19 @@ def publish(addr, topic, rate, seconds, step, publishers):
                                str(rate / publishers), str(seconds), str(step), "p%d" % k],
                               cwd=tools.spark.ROOT, env=env, stdout=subprocess.PIPE, text=True)
              for k in range(publishers)]
-    busy0 = _cpu_snapshot()
+    busy0 = cpu.snapshot()
     reports = []
     for p in procs:
         out, _ = p.communicate(timeout=seconds + 120)
         if p.returncode:
             raise RuntimeError("a publisher failed (exit %d)" % p.returncode)
         reports.append(json.loads(out.strip().splitlines()[-1]))
-    busy1 = _cpu_snapshot()
+    busy1 = cpu.snapshot()
     pub = {"sent": sum(r["sent"] for r in reports), "unconfirmed": sum(r["unconfirmed"] for r in reports),
            "t_start": min(r["t_start"] for r in reports), "t_end": max(r["t_end"] for r in reports)}
     pub["publisher_cores"] = sum(r["cpu_s"] for r in reports) / max(pub["t_end"] - pub["t_start"], 1e-9)
-    pub["machine_busy"] = None if None in (busy0, busy1) else 1 - (busy1[1] - busy0[1]) / max(busy1[0] - busy0[0], 1)
+    pub["machine_busy"] = cpu.busy_between(busy0, busy1)
     return pub
-
-
-def _cpu_snapshot():
-    """(all jiffies, idle + iowait jiffies) of this machine's CPUs, from /proc/stat; None elsewhere."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + v[4]
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def parse(payload):
@@ -168,14 +149,8 @@ class PlainSink(threading.Thread):
         c.subscribe([(topic, sub_options(1))], timeout=30)
 
     def _flush(self):
-        import pyarrow.parquet as pq
-        from tools.bench.spark_ceiling import _arrow_table
         batch, self.rows[:] = self.rows[:], []
-        path = os.path.join(self.out, "part-%08d.parquet" % self.count)
-        pq.write_table(_arrow_table(batch), path)
-        fd = os.open(path, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
+        write_parquet(batch, os.path.join(self.out, "part-%08d.parquet" % self.count))
         with self.lock:
             self.landed.append((time.time(), [r[1] for r in batch]))
             self.count += len(batch)
