@@ -1,0 +1,72 @@
+# Run by tools/bench/gc_walk.py on its instrumented 32-bit unix port (gc.walk() exists only there):
+#   micropython gc_walk_app.py PORT QOS N CLIENT     CLIENT: aio (await publish(wait=False)) | blocking (batch=True)
+# N messages of 64 B through the public API, 1000 in flight, as the bench's publishers send them; prints one line
+# RESULT {json}: msgs/s, the heap allocations made per message (gc_alloc calls: call frames too large for the C
+# stack, which MicroPython puts on the heap for the call and frees at its return, and real objects), how far each
+# allocation searched the allocation table (bytes of it, 4 blocks each) and the bytes still allocated per message.
+import gc
+import json
+import sys
+import time
+
+PORT, QOS, N, CLIENT = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+TOPIC, PAYLOAD = "bench/gcwalk", b"x" * 64
+OPTIONS = dict(reconnect=False, client_id="gcwalk", version=4, max_inflight=1000, out_size=65536,
+               max_packet_size=65536)
+
+
+def cpu():
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100
+
+
+class Count:
+    def start(self):
+        gc.collect()
+        self.heap, self.walk, self.cpu, self.t = gc.mem_alloc(), gc.walk(), cpu(), time.ticks_us()
+
+    def result(self):
+        s = time.ticks_diff(time.ticks_us(), self.t) / 1e6
+        w = gc.walk()
+        calls, scanned = w[0] - self.walk[0], w[1] - self.walk[1]
+        print("RESULT " + json.dumps({"rate": N / s, "cpu_us": (cpu() - self.cpu) * 1e6 / N,
+                                      "allocs": calls / N, "atb_per_alloc": scanned / max(calls, 1),
+                                      "kept": (gc.mem_alloc() - self.heap) / N}))
+
+
+def blocking():
+    from tinymqtt.client import Client
+    c = Client("127.0.0.1", PORT, batch=True, **OPTIONS)
+    c.connect()
+    count = Count()
+    count.start()
+    for _ in range(N):
+        c.publish(TOPIC, PAYLOAD, QOS)
+    while c.session.flights.count:
+        c.loop(0.01)
+    count.result()
+    c.disconnect()
+
+
+async def aio():
+    import asyncio
+    from tinymqtt.aio import AsyncClient
+    c = AsyncClient("127.0.0.1", PORT, **OPTIONS)
+    await c.connect()
+    count = Count()
+    count.start()
+    for _ in range(N):
+        await c.publish(TOPIC, PAYLOAD, QOS, wait=False)
+    await c.flush()
+    while c.session.flights.count:
+        await asyncio.sleep_ms(1)
+    count.result()
+    await c.disconnect()
+
+
+if CLIENT == "aio":
+    import asyncio
+    asyncio.run(aio())
+else:
+    blocking()
