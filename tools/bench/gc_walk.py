@@ -10,7 +10,8 @@
 #
 # This tool builds the 32-bit unix port once more (about 30 s, cached beside tools/mp32.py's build) with a counter in
 # gc_alloc() read by gc.walk(): (allocations, allocation-table bytes searched). It then runs tools/bench/
-# gc_walk_app.py, both clients, RUNS times each, through the bench's mosquitto with a subscriber taking every
+# gc_walk_app.py, the clients CLIENTS names (environment: "aio,blocking"; also "nowait"; WINDOW: messages in flight,
+# 1000), RUNS times each, through the bench's mosquitto with a subscriber taking every
 # message (as the bench's counter does), and prints per message: allocations, table bytes searched per allocation,
 # msgs/s, CPU, bytes still allocated.
 import hashlib

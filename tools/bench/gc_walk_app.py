@@ -1,18 +1,21 @@
 # Run by tools/bench/gc_walk.py on its instrumented 32-bit unix port (gc.walk() exists only there):
-#   micropython gc_walk_app.py PORT QOS N CLIENT     CLIENT: aio (await publish(wait=False)) | blocking (batch=True)
-# N messages of 64 B through the public API, 1000 in flight, as the bench's publishers send them; prints one line
+#   micropython gc_walk_app.py PORT QOS N CLIENT
+# CLIENT: aio (await publish(wait=False)) | nowait (publish_nowait(), await flush() when every slot is taken) |
+# blocking (batch=True). N messages of 64 B through the public API, WINDOW (environment, default 1000) in flight, as
+# the bench's publishers send them; prints one line
 # RESULT {json}: msgs/s, the heap allocations made per message (gc_alloc calls: call frames too large for the C
 # stack, which MicroPython puts on the heap for the call and frees at its return, and real objects), how far each
 # allocation searched the allocation table (bytes of it, 4 blocks each) and the bytes still allocated per message.
 import gc
 import json
+import os
 import sys
 import time
 
 PORT, QOS, N, CLIENT = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 TOPIC, PAYLOAD = "bench/gcwalk", b"x" * 64
-OPTIONS = dict(reconnect=False, client_id="gcwalk", version=4, max_inflight=1000, out_size=65536,
-               max_packet_size=65536)
+OPTIONS = dict(reconnect=False, client_id="gcwalk", version=4, max_inflight=int(os.getenv("WINDOW", "1000")),
+               out_size=65536, max_packet_size=65536)
 
 
 def cpu():
@@ -56,8 +59,14 @@ async def aio():
     await c.connect()
     count = Count()
     count.start()
-    for _ in range(N):
-        await c.publish(TOPIC, PAYLOAD, QOS, wait=False)
+    sent = 0
+    while sent < N:
+        if CLIENT == "aio":
+            await c.publish(TOPIC, PAYLOAD, QOS, wait=False)
+        elif c.publish_nowait(TOPIC, PAYLOAD, QOS) < 0:  # every slot taken: the reader takes acks meanwhile
+            await c.flush()
+            continue
+        sent += 1
     await c.flush()
     while c.session.flights.count:
         await asyncio.sleep_ms(1)
@@ -65,7 +74,7 @@ async def aio():
     await c.disconnect()
 
 
-if CLIENT == "aio":
+if CLIENT in ("aio", "nowait"):
     import asyncio
     asyncio.run(aio())
 else:
