@@ -28,7 +28,6 @@ PEER_MODULES = {"paho": ("paho.mqtt.client", "paho-mqtt"),
                 "minimqtt": ("adafruit_minimqtt.adafruit_minimqtt", "adafruit-circuitpython-minimqtt")}
 PAHO_WINDOW = 20  # paho's own default: its throughput falls with a larger window (it rescans it on every ack)
 TOPIC = "bench/tput"
-MP_UMQTT = [None]  # where umqtt.simple's source is, for the MicroPython row (set by tools.bench)
 SUB_QOS = 1
 
 
@@ -48,7 +47,7 @@ class Worker:
         env = None
         if client.startswith(("mp-", "mp32-")):  # MicroPython: the unix port runs tools/bench/mp_workers.py
             from tools.bench import mp_unix
-            args, env = mp_unix.command(client, args[4:], MP_UMQTT[0])
+            args, env = mp_unix.command(client, args[4:])  # (the peers: mp_unix.PEER_PATH)
         self.p = subprocess.Popen([str(a) for a in args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env)
 
