@@ -97,7 +97,8 @@ def throughput_one(python, port, counter, client, qos, n, cap, window, payload_l
     t0 = w.go()
     marks = []  # (time, total) after every read of the counter while the worker runs
     while w.running() and time.monotonic() < t0 + cap + 60:
-        marks.append((time.monotonic(), counter.read(0.05) - base))
+        got = counter.read(0.05) - base  # (the clock read after it: a read waits up to 50 ms for what comes)
+        marks.append((time.monotonic(), got))
         time.sleep(0.002)  # let the counter's bytes pile up: fewer wake-ups for this process
     res = w.result(timeout=30)
     sent = res["sent"]
