@@ -155,8 +155,9 @@ def main(argv=None):
             log("bench: what each profile costs a board (real MicroPython), beside the other sections (a quick run)")
     mp_found, peers_tmp = {}, None
     if {"micropython", "sizes"} & set(a.only):  # umqtt.simple and mqtt_as, from the tarballs beside the checkout
-        peers_tmp = tempfile.TemporaryDirectory(prefix="tinymqtt-bench-peers-")
-        mp_found = mp_peers.setup(peers_tmp.name, log)
+        if not a.no_peers:
+            peers_tmp = tempfile.TemporaryDirectory(prefix="tinymqtt-bench-peers-")
+            mp_found = mp_peers.setup(peers_tmp.name, log)
         res["meta"]["mp_peers"] = {name: v[0] for name, v in mp_found.items()}
         log("bench: MicroPython peers from the tarballs: %s" % (", ".join(res["meta"]["mp_peers"].values()) or
                                                                 "none (their rows are left out)"))

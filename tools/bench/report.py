@@ -86,7 +86,7 @@ def mp_peers_said(res):
     or PyPI's umqtt.simple in results from before."""
     m = res["meta"]
     if "mp_peers" in m:
-        return ", ".join(m["mp_peers"].values()) or "none (no ../shared)"
+        return ", ".join(m["mp_peers"].values()) or "none"
     return "umqtt.simple %s (PyPI)" % m.get("umqtt", "not available")
 
 
@@ -98,13 +98,13 @@ def mp_throughput_rows(res, prefix="mp-"):
     rows = []
     for name in NAMES:
         client = prefix + name
-        if name == "mqtt_as" and not any(c == client for c, _ in tp):
-            continue  # (results from before it was a peer here)
+        if not any(c == client for c, _ in tp):
+            continue  # a peer that could not be had (or, in results from before, was not measured here)
         row = [MP_LABELS[name]]
         for q in (0, 1, 2):
             d, ceil = tp.get((client, q)), tp.get((ceiling, q))
             if d is None:
-                row.append("—" if (client, q) in tp else "not run")
+                row.append("—" if (client, q) in tp else "not run")  # (—: the client has no QoS 2)
                 continue
             note = " (%.2f)" % ratio(d, ceil) if client != ceiling and ceil else ""
             row.append(k(d["rate"]) + note + (" †" if d["runs"][0]["sent"] < res["mp_n"] else ""))
@@ -127,7 +127,7 @@ MP_ALLOC_NOTE = ("Publish: bytes per `publish()` plus `loop()` until its flow is
                  "`flush()` + `async for` over `messages()` of a message the client sent itself (asyncio: its "
                  "coroutines, the stream's read and drain, the Message and its payload copy). Each build runs the "
                  "same apps (tests/sim_apps/heap_*.py) with real sockets against the same mosquitto. MQTT 5, "
-                 "16-byte payloads; umqtt.simple (with TCP_NODELAY, on both unix ports) with 64-byte payloads, its "
+                 "16-byte payloads; umqtt.simple (with TCP_NODELAY, on each unix port) with 64-byte payloads, its "
                  "received figure net of its own publish.")
 # Where the 32-bit rows came from the WebAssembly build (the 32-bit unix port not built; all results from before it)
 MP_ALLOC_WASM_NOTE = ("The 32-bit rows come from the WebAssembly build (MicroPython on Node): its bridge to Node "
@@ -472,9 +472,9 @@ def markdown(res):
                      "socket (it has no QoS 2)." % m.get("umqtt", "(not available)"))
         L += ["## MicroPython row: real MicroPython, real sockets", "",
               "MicroPython's unix port, each build this machine has, publishing through the same mosquitto and "
-              "counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer: umqtt.simple "
-              "and mqtt_as wait for each PUBACK inside `publish()`, mqtt_as polling for it every 100 ms), "
-              "%d round(s), tinymqtt and the ceiling with %d messages in flight. Each build's clients run against "
+              "counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer, in the first round only: "
+              "umqtt.simple and mqtt_as wait for each PUBACK inside `publish()`, mqtt_as polling for it every "
+              "100 ms), %d round(s), tinymqtt and the ceiling with %d messages in flight. Each build's clients run against "
               "the ceiling of the same build in the same round: a raw MicroPython socket writing pre-encoded "
               "packets in batches. The builds run one after the other in the same run; %s" % (
                   res["payload"], res["mp_n"], m["rounds"], res["window"], peers), ""]
