@@ -597,6 +597,7 @@ def markdown(res):
           "python -m tools.bench --quick  # seconds: a few hundred messages, peers only if installed",
           "python -m tools.bench --only throughput,latency --rounds 5 --n 200000",
           "python -m tools.bench --only stream   # the streaming section alone (docs/streaming.md)",
+          "python -m tools.bench --only micropython --n 3000 --rounds 1   # the MicroPython row alone, both unix ports",
           "```", "",
           "Needs mosquitto and mosquitto_sub (`tools/bootstrap.sh`), node with the npm MicroPython (`npm ci`), "
           "the 32-bit unix port and firmware that tools/mp32.py builds from ../shared/micropython (the bootstrap "
