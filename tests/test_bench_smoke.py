@@ -24,6 +24,16 @@ def test_bench_quick_runs_and_writes_its_report(tmp_path):
             assert run["received"] == run["sent"] == 300, run  # every message reached the counter
     page = (out / "benchmarks.md").read_text()
     assert "## 1. Throughput" in page and "## How to reproduce" in page
+    # The MicroPython row: each unix port's clients against the ceiling of the same build (tools/bench/mp_unix.py);
+    # the 32-bit port's only where tools/mp32.py has built it.
+    from tools.bench.mp_unix import port32
+    builds = [("mp-", "64-bit unix port")] + ([("mp32-", "32-bit unix port")] if port32() else [])
+    for prefix, build in builds:
+        for client in ("raw", "tinymqtt", "tinymqtt-aio"):
+            for qos in (0, 1, 2):
+                run = res["mp_throughput"]["%s%s %d" % (prefix, client, qos)]["runs"][0]
+                assert run["received"] == run["sent"] == 300, (prefix, run)
+        assert "### %s: " % build in page
     parts = res["footprint"].get("parts")  # (tools/bench/heap_parts.py: where the 32-bit heap from .mpy goes)
     assert parts and len(parts) == 3 and "Where the 32-bit heap from `.mpy` goes" in page
     for r in parts:

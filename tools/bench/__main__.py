@@ -15,10 +15,11 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
-from tools.bench import (codec, cpu, footprint, mp, mp_unix, realistic, report, spark_ceiling, spark_sustained,
-                         throughput)
+from tools.bench import (codec, cpu, footprint, mp, mp_peers, mp_unix, realistic, report, spark_ceiling,
+                         spark_sustained, throughput)
 from tools.bench.broker import BenchBroker, mosquitto_version
 from tools.bench.workers import ROOT
 
@@ -152,10 +153,14 @@ def main(argv=None):
         fp_job = background(footprint.measure, a.quick, functools.partial(print, flush=True))
         if fp_job:
             log("bench: what each profile costs a board (real MicroPython), beside the other sections (a quick run)")
-    umqtt = None
-    if {"micropython", "sizes"} & set(a.only):
-        umqtt = mp_unix.umqtt(log, fetch=not a.quick)
-        res["meta"]["umqtt"] = umqtt[1] if umqtt else "not available"
+    mp_found, peers_tmp = {}, None
+    if {"micropython", "sizes"} & set(a.only):  # umqtt.simple and mqtt_as, from the tarballs beside the checkout
+        if not a.no_peers:
+            peers_tmp = tempfile.TemporaryDirectory(prefix="tinymqtt-bench-peers-")
+            mp_found = mp_peers.setup(peers_tmp.name, log)
+        res["meta"]["mp_peers"] = {name: v[0] for name, v in mp_found.items()}
+        log("bench: MicroPython peers from the tarballs: %s" % (", ".join(res["meta"]["mp_peers"].values()) or
+                                                                "none (their rows are left out)"))
     need_broker = {"throughput", "latency", "wire", "micropython"} & set(a.only)
     broker = BenchBroker().start() if need_broker else None
     try:
@@ -173,18 +178,22 @@ def main(argv=None):
             log("bench: latency")
             res["latency"] = throughput.latency(a.python, broker, clients, (1, 2), res["lat_n"], res["lat_cap"],
                                                 a.window, a.payload, log=log)
-        if "micropython" in a.only and not mp_unix.available():
-            log("bench: no MicroPython unix port (.venv/bin/micropython): the MicroPython row is left out")
+        if "micropython" in a.only and not mp_unix.builds():
+            log("bench: no MicroPython unix port (.venv/bin/micropython, tools/mp32.py): the MicroPython row is left out")
         elif "micropython" in a.only:
-            log("bench: the MicroPython row (unix port), %d messages x %d rounds" % (a.n, a.rounds))
-            throughput.MP_UMQTT[0] = umqtt and umqtt[0]
-            res["mp_n"] = a.n
-            mp_clients = [c for c in mp_unix.CLIENTS if umqtt or "umqtt" not in c]
-            res["mp_throughput"] = throughput.throughput(a.python, broker, mp_clients, (0, 1, 2), a.n, a.rounds,
-                                                         a.window, a.payload, cap=10 if a.quick else 30,
-                                                         slow=mp_unix.SLOW, log=log, ceiling="mp-raw")
-            log("bench: MicroPython heap through each public API (32-bit WebAssembly, 64-bit unix port)")
-            res["mp_alloc"] = mp_unix.alloc(broker, umqtt and umqtt[0], 20 if a.quick else 100, log)
+            res["mp_n"], res["mp_throughput"], res["meta"]["mp_builds"] = a.n, {}, {}
+            if "mp32-" not in dict(mp_unix.builds()):
+                log("bench: no 32-bit unix port (python -m tools.mp32 builds it): its MicroPython row is left out")
+            for prefix, build in mp_unix.builds():  # each build against its own ceiling, in the same round
+                res["meta"]["mp_builds"][prefix] = mp_unix.describe(prefix)
+                log("bench: the MicroPython row on the %s, %d messages x %d rounds" % (build, a.n, a.rounds))
+                res["mp_throughput"].update(throughput.throughput(
+                    a.python, broker, mp_unix.clients(prefix, mp_found), (0, 1, 2), a.n, a.rounds, a.window,
+                    a.payload, cap=10 if a.quick else 30, slow=mp_unix.slow(prefix, a.n, a.quick), log=log,
+                    ceiling=prefix + "raw"))
+            log("bench: MicroPython heap through each public API (%s)"
+                % ", ".join(build for _, build, _ in mp_unix.alloc_boards()))
+            res["mp_alloc"] = mp_unix.alloc(broker, mp_found, 20 if a.quick else 100, log)
         if "wire" in a.only:
             log("bench: bytes on the wire")
             res["wire"] = codec.wire(broker, 20 if a.quick else 100)
@@ -194,7 +203,9 @@ def main(argv=None):
     if "sizes" in a.only:
         log("bench: .mpy sizes")
         res["sizes"] = mp.sizes(boards)
-        res["peer_mpy"] = mp_unix.peer_sizes(a.python, umqtt and umqtt[0], log)
+        res["peer_mpy"] = mp_unix.peer_sizes(a.python, mp_found, log)
+    if peers_tmp:
+        peers_tmp.cleanup()
     mp_ok = mp.available()
     if not mp_ok and {"memory", "heap"} & set(a.only):
         log("bench: node or the npm MicroPython is missing (tools/bootstrap.sh): MicroPython figures left out")

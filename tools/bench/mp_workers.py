@@ -3,7 +3,7 @@
 # CLIENT: mp-raw (pre-encoded packets, the ceiling) | mp-tinymqtt | mp-tinymqtt-aio (await publish()) |
 # mp-tinymqtt-aio-nowait (publish_nowait() + await flush()) | mp-umqtt |
 # mp-umqtt-nodelay (umqtt.simple with TCP_NODELAY set on its socket) | mp-mqtt_as (Peter Hinch's mqtt_as: its
-# `network` and `machine` are stand-ins on the unix port, tools/bench/realistic.py puts them on the path). MODE:
+# `network` and `machine` are stand-ins on the unix port, tools/bench/mp_peers.py puts them on the path). MODE:
 # tput, or alloc (heap bytes per publish and per received message through the client's public API: RESULT
 # {"pub q0": B, "rx q1": B, ...}). tools/bench/mp_unix.py runs CLIENT mp32-NAME as mp-NAME on the 32-bit port.
 import json

