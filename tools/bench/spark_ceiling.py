@@ -286,6 +286,13 @@ def run_in_process(python, n, log=print, rounds=3):
                          "the Spark ceiling", log)
 
 
+def write_json(path, res):
+    """The other end of run_json_tool(): a Spark tool's results written to its --json file (None: not asked)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+
+
 def run_json_tool(python, argv, what, log):
     """`python -m argv... --json F` in a process of its own (a Spark tool: its own JVM); its "bench: " lines
     logged, F's results returned; None (and the tail of its output logged) when it failed."""
@@ -321,9 +328,7 @@ def main(argv=None):
     if a.driver_scan:
         extra["driverScan"] = "true"
     res = run(a.n, rounds=a.rounds, source_extra=extra)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(a.json, res)
     print(json.dumps(res))
 
 

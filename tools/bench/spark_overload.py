@@ -20,6 +20,7 @@ import uuid
 
 import tools.spark  # noqa: F401  (sys.path: lib/, the Linux port, host/)
 from tools.bench.broker import BenchBroker
+from tools.bench.spark_ceiling import write_json
 
 
 def paced(c, rate, seconds, publish_one):
@@ -165,9 +166,7 @@ def main(argv=None):
                         res["drained_after_s"], res["lost_qos1"], res["dup_qos1"], res["lost_qos2"], res["dup_qos2"],
                         res["peak_unacked"], a.window, rel, spooled, res["paused"], res["pid_reused"],
                         res["broker_dropped_lines"]))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(a.json, res)
     return 0
 
 

@@ -27,7 +27,7 @@ import uuid
 import tools.spark  # noqa: F401  (sys.path: lib/, the Linux port, host/)
 from tools.bench import cpu
 from tools.bench.broker import BenchBroker, Counter
-from tools.bench.spark_ceiling import run_json_tool, write_parquet
+from tools.bench.spark_ceiling import run_json_tool, write_json, write_parquet
 from tools.bench.spark_overload import paced, unconfirmed_after
 
 DRAIN_LIMIT_S = 5.0  # the last row within this of the publisher's end (two or three Spark batches)
@@ -385,9 +385,7 @@ def main(argv=None):
     print(report.table(*report.spark_sustained_rows({"spark_sustained": res})))
     print(report.spark_sustained_headline({"spark_sustained": res}))
     print("load average %s before, %s after; %.0f s in all" % (res["load_before"], res["load_after"], res["wall_s"]))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(a.json, res)
     return 0
 
 
