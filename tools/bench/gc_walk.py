@@ -11,7 +11,8 @@
 # This tool builds the 32-bit unix port once more (about 30 s, cached beside tools/mp32.py's build) with a counter in
 # gc_alloc() read by gc.walk(): (allocations, allocation-table bytes searched). It then runs tools/bench/
 # gc_walk_app.py, the clients CLIENTS names (environment: "aio,blocking"; also "nowait"; WINDOW: messages in flight,
-# 1000), RUNS times each, through the bench's mosquitto with a subscriber taking every
+# 1000; STACK_WORDS: a build whose calls keep frames up to that many words on the C stack, 11 as MicroPython's
+# own), RUNS times each, through the bench's mosquitto with a subscriber taking every
 # message (as the bench's counter does), and prints per message: allocations, table bytes searched per allocation,
 # msgs/s, CPU, bytes still allocated.
 import hashlib
@@ -55,11 +56,16 @@ PATCHES = {
 }
 
 
-def build(log=print):
-    """The instrumented port's path, built from tools/mp32.py's unpacked source (which must be built) if not yet."""
+def build(stack_words=11, log=print):
+    """The instrumented port's path, built from tools/mp32.py's unpacked source (which must be built) if not yet.
+    stack_words: the largest frame (in words) that a call keeps on the C stack, MicroPython's 11 unless changed."""
     if not mp32.port():
         raise SystemExit("gc_walk: build the 32-bit port first (python -m tools.mp32)")
-    key = hashlib.sha256(json.dumps(PATCHES).encode()).hexdigest()[:12]
+    patches = dict(PATCHES)
+    if stack_words != 11:
+        patches["py/objfun.c"] = [("#define VM_MAX_STATE_ON_STACK (sizeof(mp_uint_t) * 11)",
+                                   "#define VM_MAX_STATE_ON_STACK (sizeof(mp_uint_t) * %d)" % stack_words)]
+    key = hashlib.sha256(json.dumps(patches).encode()).hexdigest()[:12]
     d = os.path.join(mp32.cache_dir(), "gcwalk-" + key)
     exe = os.path.join(d, "micropython")
     if os.access(exe, os.X_OK):
@@ -69,7 +75,7 @@ def build(log=print):
     log("gc_walk: copying the MicroPython source and building the instrumented port (about 30 s)")
     shutil.copytree(os.path.join(mp32.cache_dir(), mp32.MP_DIR), src, symlinks=True,
                     ignore=lambda folder, names: [n for n in names if n.startswith("build")])
-    for name, edits in PATCHES.items():
+    for name, edits in patches.items():
         path = os.path.join(src, name)
         with open(path) as f:
             text = f.read()
@@ -102,13 +108,15 @@ def run(exe, port, qos, client):
 def main(argv):
     runs = int(argv[0]) if argv else 3
     qos = int(argv[1]) if len(argv) > 1 else 1
-    exe = build()
+    stack_words = int(os.environ.get("STACK_WORDS", 11))
+    exe = build(stack_words)
     broker = BenchBroker().start()
     sub = subprocess.Popen(["mosquitto_sub", "-h", broker.host, "-p", str(broker.port), "-t", "bench/gcwalk",
                             "-q", "1", "-F", "x", "-N"], stdout=subprocess.DEVNULL)
     time.sleep(0.5)  # (subscribed before the first message)
     try:
-        print("32-bit unix port, QoS %d, %d x 64 B, 1000 in flight, a subscriber taking every message" % (qos, N))
+        print("32-bit unix port (frames up to %d words on the C stack), QoS %d, %d x 64 B, a subscriber taking every "
+              "message" % (stack_words, qos, N))
         for i in range(runs):
             for client in os.environ.get("CLIENTS", "aio,blocking").split(","):
                 r = run(exe, broker.port, qos, client)
