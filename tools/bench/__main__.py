@@ -60,6 +60,8 @@ def parse(argv):
     a.rounds = a.rounds or (1 if a.quick else 5)
     if a.out is None and not a.quick and set(a.only) == set(SECTIONS):  # a partial run never replaces the page
         a.out = os.path.join(ROOT, "docs")
+        # (and keeps its results, so that a change to the report can be rendered from them: --render)
+        a.json = a.json or os.path.join(ROOT, "out", "bench.json")
     return a
 
 
@@ -245,6 +247,7 @@ def main(argv=None):
         log("bench: waiting for the footprint section")
         res["footprint"] = fp_job.result()
     if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
             json.dump(_jsonable(res), f, indent=1)
     write(res, a.out, log)

@@ -208,6 +208,13 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
+def _against(d, ceil):
+    """(median ratio to the ceiling, " (rounds: lo–hi)" of the ratios round by round)."""
+    by_round = {x["round"]: x["rate"] for x in ceil["runs"] if "round" in x}
+    paired = [x["rate"] / by_round[x["round"]] for x in d["runs"] if by_round.get(x.get("round"))]
+    return ratio(d, ceil), " (rounds: %.2f–%.2f)" % (min(paired), max(paired)) if len(paired) > 1 else ""
+
+
 def targets(res):
     out = []
     tp = res.get("throughput") or {}
@@ -216,12 +223,21 @@ def targets(res):
         for client in ("tinymqtt", "tinymqtt-aio"):
             d = tp.get((client, q))
             if ceil and d:
-                r = ratio(d, ceil)
-                by_round = {x["round"]: x["rate"] for x in ceil["runs"] if "round" in x}
-                paired = [x["rate"] / by_round[x["round"]] for x in d["runs"] if by_round.get(x.get("round"))]
-                spread = " (rounds: %.2f–%.2f)" % (min(paired), max(paired)) if len(paired) > 1 else ""
+                r, spread = _against(d, ceil)
                 out.append(("%s QoS %d ≥ %.1f × ceiling" % (LABELS[client], q, TARGET_RATIO), "%.2f%s" % (r, spread),
                             verdict(r >= TARGET_RATIO)))
+    mtp = res.get("mp_throughput") or {}
+    for prefix, build in (("mp-", "64-bit"), ("mp32-", "32-bit")):  # issue 32's: each build against its own
+        for q in (0, 1, 2):  # raw socket, and at least mqtt_as's rate where it has the QoS
+            d, ceil = mtp.get((prefix + "tinymqtt-aio", q)), mtp.get((prefix + "raw", q))
+            if d and ceil:
+                r, spread = _against(d, ceil)
+                out.append(("MicroPython %s: tinymqtt, asyncio QoS %d ≥ %.1f × its ceiling" % (build, q, TARGET_RATIO),
+                            "%.2f%s" % (r, spread), verdict(r >= TARGET_RATIO)))
+            peer = mtp.get((prefix + "mqtt_as", q))
+            if d and peer:
+                out.append(("MicroPython %s: tinymqtt, asyncio QoS %d ≥ mqtt_as's msgs/s" % (build, q),
+                            "%s against %s" % (k(d["rate"]), k(peer["rate"])), verdict(d["rate"] >= peer["rate"])))
     fp = res.get("footprint")
     if fp:  # issue 12's targets, from tools/bench/footprint.py
         for profile, limit in (("mqtt311", 10), ("full", 20)):
