@@ -181,7 +181,8 @@ def main(argv=None):
             res["latency"] = throughput.latency(a.python, broker, clients, (1, 2), res["lat_n"], res["lat_cap"],
                                                 a.window, a.payload, log=log)
         if "micropython" in a.only and not mp_unix.builds():
-            log("bench: no MicroPython unix port (.venv/bin/micropython, tools/mp32.py): the MicroPython row is left out")
+            log("bench: no MicroPython unix port (.venv/bin/micropython, tools/mp32.py): the MicroPython row is "
+                "left out")
         elif "micropython" in a.only:
             res["mp_n"], res["mp_throughput"], res["meta"]["mp_builds"] = a.n, {}, {}
             if "mp32-" not in dict(mp_unix.builds()):

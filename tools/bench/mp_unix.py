@@ -66,9 +66,9 @@ def describe(prefix):
     return "%s (-m32), built from ../shared/micropython by tools/mp32.py" % said
 
 
-def clients(prefix, peers):
-    """The row's clients on one build: the peers only where tools/bench/mp_peers.py found them."""
-    return [prefix + c for c in NAMES if PEER_OF.get(c, "") in peers or c not in PEER_OF]
+def clients(prefix, peers, names=NAMES):
+    """The clients `names` on one build (prefix): a peer only where tools/bench/mp_peers.py found it (peers)."""
+    return [prefix + c for c in names if c not in PEER_OF or PEER_OF[c] in peers]
 
 
 def slow(prefix, n, quick=False):

@@ -226,14 +226,15 @@ def targets(res):
                 r, spread = _against(d, ceil)
                 out.append(("%s QoS %d ≥ %.1f × ceiling" % (LABELS[client], q, TARGET_RATIO), "%.2f%s" % (r, spread),
                             verdict(r >= TARGET_RATIO)))
+    from tools.bench.mp_unix import BUILDS
     mtp = res.get("mp_throughput") or {}
-    for prefix, build in (("mp-", "64-bit"), ("mp32-", "32-bit")):  # issue 32's: each build against its own
-        for q in (0, 1, 2):  # raw socket, and at least mqtt_as's rate where it has the QoS
+    for prefix, build in BUILDS:  # issue 32's: each build against its own raw socket, and at least mqtt_as's
+        for q in (0, 1, 2):  # rate where it has the QoS
             d, ceil = mtp.get((prefix + "tinymqtt-aio", q)), mtp.get((prefix + "raw", q))
             if d and ceil:
                 r, spread = _against(d, ceil)
-                out.append(("MicroPython %s: tinymqtt, asyncio QoS %d ≥ %.1f × its ceiling" % (build, q, TARGET_RATIO),
-                            "%.2f%s" % (r, spread), verdict(r >= TARGET_RATIO)))
+                out.append(("MicroPython %s: tinymqtt, asyncio QoS %d ≥ %.1f × its ceiling" % (
+                    build, q, TARGET_RATIO), "%.2f%s" % (r, spread), verdict(r >= TARGET_RATIO)))
             peer = mtp.get((prefix + "mqtt_as", q))
             if d and peer:
                 out.append(("MicroPython %s: tinymqtt, asyncio QoS %d ≥ mqtt_as's msgs/s" % (build, q),
@@ -488,11 +489,11 @@ def markdown(res):
                      "socket (it has no QoS 2)." % m.get("umqtt", "(not available)"))
         L += ["## MicroPython row: real MicroPython, real sockets", "",
               "MicroPython's unix port, each build this machine has, publishing through the same mosquitto and "
-              "counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer, in the first round only: "
-              "umqtt.simple and mqtt_as wait for each PUBACK inside `publish()`, mqtt_as polling for it every "
-              "100 ms), %d round(s), tinymqtt and the ceiling with %d messages in flight. Each build's clients run against "
-              "the ceiling of the same build in the same round: a raw MicroPython socket writing pre-encoded "
-              "packets in batches. The builds run one after the other in the same run; %s" % (
+              "counter as section 1, MQTT 3.1.1, %d-byte payloads, %d messages per run (†: fewer, in the first "
+              "round only: umqtt.simple and mqtt_as wait for each PUBACK inside `publish()`, mqtt_as polling for it "
+              "every 100 ms), %d round(s), tinymqtt and the ceiling with %d messages in flight. Each build's "
+              "clients run against the ceiling of the same build in the same round: a raw MicroPython socket "
+              "writing pre-encoded packets in batches. The builds run one after the other in the same run; %s" % (
                   res["payload"], res["mp_n"], m["rounds"], res["window"], peers), ""]
         for prefix, build, said in mp_builds(res):
             L += ["### %s: %s" % (build, said), "", table(*mp_throughput_rows(res, prefix)), ""]
