@@ -1,7 +1,8 @@
 # python -m tools.bench.aio_rates: msgs/s of the asyncio client at QoS 0/1/2 on the 64-bit and 32-bit unix ports,
 # against the raw MicroPython socket (the ceiling) and mqtt_as in the same run, as make bench's MicroPython row
 # measures them (20000 x 64 B here, 1000 in flight, counted by a C subscriber; the peers: tools/bench/mp_peers.py).
-# Environment: N, ROUNDS (median taken), QOS ("0,1,2"), CLIENTS ("raw,tinymqtt-aio,mqtt_as"), BUILDS ("mp-,mp32-").
+# Environment: N, ROUNDS (median taken), QOS ("0,1,2"), CLIENTS ("raw,tinymqtt-aio,mqtt_as"), BUILDS ("mp-,mp32-"),
+# MP_BUFFERS (tinymqtt's out_size,max_packet_size: "65536,65536" as in the bench; tools/bench/mp_workers.py).
 # Each row: the median msgs/s, the median of each round's ratio to the ceiling's rate in that round, and the median
 # client CPU time per message (the publisher's /proc/self/stat, 10 ms ticks: steadier than msgs/s on a shared
 # machine); above the rows, the machine's load average before and after the run.

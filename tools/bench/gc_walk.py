@@ -12,9 +12,10 @@
 # gc_alloc() read by gc.walk(): (allocations, allocation-table bytes searched). It then runs tools/bench/
 # gc_walk_app.py, the clients CLIENTS names (environment: "aio,blocking"; also "nowait"; WINDOW: messages in flight,
 # 1000; STACK_WORDS: a build whose calls keep frames up to that many words on the C stack, 11 as MicroPython's
-# own), RUNS times each, through the bench's mosquitto with a subscriber taking every
-# message (as the bench's counter does), and prints per message: allocations, table bytes searched per allocation,
-# msgs/s, CPU, bytes still allocated.
+# own; LOW_HEAP=1: a build whose heap lies at 256 MB, where id() gives small ints as on a board, not above 1 GiB;
+# OUT_SIZE, IN_SIZE: the clients' buffers, 65536 each as the bench's publishers have), RUNS times each, through
+# the bench's mosquitto with a subscriber taking every message (as the bench's counter does), and prints per
+# message: allocations, table bytes searched per allocation, msgs/s, CPU, bytes still allocated.
 import hashlib
 import json
 import os
@@ -56,15 +57,22 @@ PATCHES = {
 }
 
 
-def build(stack_words=11, log=print):
+def build(stack_words=11, low_heap=False, log=print):
     """The instrumented port's path, built from tools/mp32.py's unpacked source (which must be built) if not yet.
-    stack_words: the largest frame (in words) that a call keeps on the C stack, MicroPython's 11 unless changed."""
+    stack_words: the largest frame (in words) that a call keeps on the C stack, MicroPython's 11 unless changed.
+    low_heap: the heap mapped at 256 MB instead of malloc()'s address above 1 GiB (its ids fit small ints)."""
     if not mp32.port():
         raise SystemExit("gc_walk: build the 32-bit port first (python -m tools.mp32)")
     patches = dict(PATCHES)
     if stack_words != 11:
         patches["py/objfun.c"] = [("#define VM_MAX_STATE_ON_STACK (sizeof(mp_uint_t) * 11)",
                                    "#define VM_MAX_STATE_ON_STACK (sizeof(mp_uint_t) * %d)" % stack_words)]
+    if low_heap:
+        patches["ports/unix/main.c"] = [
+            ("#include <signal.h>", "#include <signal.h>\n#include <sys/mman.h>"),
+            ("char *heap = malloc(heap_size);",
+             "char *heap = mmap((void *)0x10000000, heap_size, PROT_READ | PROT_WRITE,"
+             " MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);")]
     key = hashlib.sha256(json.dumps(patches).encode()).hexdigest()[:12]
     d = os.path.join(mp32.cache_dir(), "gcwalk-" + key)
     exe = os.path.join(d, "micropython")
@@ -109,7 +117,7 @@ def main(argv):
     runs = int(argv[0]) if argv else 3
     qos = int(argv[1]) if len(argv) > 1 else 1
     stack_words = int(os.environ.get("STACK_WORDS", 11))
-    exe = build(stack_words)
+    exe = build(stack_words, bool(os.environ.get("LOW_HEAP")))
     broker = BenchBroker().start()
     sub = subprocess.Popen(["mosquitto_sub", "-h", broker.host, "-p", str(broker.port), "-t", "bench/gcwalk",
                             "-q", "1", "-F", "x", "-N"], stdout=subprocess.DEVNULL)

@@ -15,7 +15,7 @@ import time
 PORT, QOS, N, CLIENT = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 TOPIC, PAYLOAD = "bench/gcwalk", b"x" * 64
 OPTIONS = dict(reconnect=False, client_id="gcwalk", version=4, max_inflight=int(os.getenv("WINDOW", "1000")),
-               out_size=65536, max_packet_size=65536)
+               out_size=int(os.getenv("OUT_SIZE", "65536")), max_packet_size=int(os.getenv("IN_SIZE", "65536")))
 
 
 def cpu():

@@ -7,6 +7,7 @@
 # tput, or alloc (heap bytes per publish and per received message through the client's public API: RESULT
 # {"pub q0": B, "rx q1": B, ...}). tools/bench/mp_unix.py runs CLIENT mp32-NAME as mp-NAME on the 32-bit port.
 import json
+import os
 import sys
 import time
 
@@ -35,6 +36,12 @@ def ready():
 def result(**kw):
     kw["cpu"] = cpu() - _CPU0[0]
     print("RESULT " + json.dumps(kw))
+
+
+# tinymqtt's buffers: `out` (a burst of messages per write) and the largest packet it reads, 64 KB each unless
+# the environment's MP_BUFFERS says "OUT,IN" (the esp32 and Pico W ports' defaults: "2048,4096")
+_out, _in = (os.getenv("MP_BUFFERS") or "65536,65536").split(",")
+BUFFERS = {"out_size": int(_out), "max_packet_size": int(_in)}
 
 
 def cid(name):
@@ -143,7 +150,7 @@ def raw(mode, qos, n, port, cap, window, payload, topic):
 def tinymqtt(mode, qos, n, port, cap, window, payload, topic):
     from tinymqtt.client import Client
     c = Client(HOST, port, reconnect=False, batch=True, client_id=cid("tiny"), version=4, max_inflight=window,
-               out_size=65536, max_packet_size=65536)
+               **BUFFERS)
     c.connect()
     t0 = ready()
     stop = t0 + cap
@@ -168,7 +175,7 @@ def tinymqtt_aio(mode, qos, n, port, cap, window, payload, topic, nowait=False):
 
     async def main():
         c = AsyncClient(HOST, port, reconnect=False, client_id=cid("aio"), version=4, max_inflight=window,
-                        out_size=65536, max_packet_size=65536)
+                        **BUFFERS)
         await c.connect()
         t0 = ready()
         stop = t0 + cap
