@@ -84,6 +84,22 @@ def wait_rows(spark, out, n, q, timeout=90):
         time.sleep(0.5)
 
 
+def final_link_stats(ckpt, limit=1.5):
+    """The link's stats once no process can rewrite them: the link's process (it rewrites the file each
+    second) has exited, or `limit` seconds have passed (then whatever it wrote last, as a fixed wait would)."""
+    end = time.monotonic() + limit
+    pid = tinymqtt_spark.link_stats(ckpt).get("pid")
+    while pid and time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:  # (not ours: another user's process took the number)
+            break
+        time.sleep(0.02)
+    return tinymqtt_spark.link_stats(ckpt)
+
+
 def q_ckpt(q):
     return getattr(q, "_tinymqtt_ckpt", "")
 
@@ -168,8 +184,7 @@ def test_available_now_runs_with_default_broker_limits_lose_nothing(spark, tmp_p
             # acknowledged before that only when Spark planned one more (empty) batch, which a once-run never
             # does and an availableNow run usually does; else the next run acknowledges it at its start, from
             # the checkpoint. The last run here brings nothing new: everything must be acknowledged after it.
-            time.sleep(1.5)  # (the link's stats file is rewritten each second)
-            s = tinymqtt_spark.link_stats(ckpt)
+            s = final_link_stats(ckpt)
             left.append(s["unacked"])
             got = rows(spark, out)
             assert len({body for body, _ in got}) == len(expected), (run, len(got), len(expected), s)
