@@ -66,7 +66,7 @@ class Cluster:
         most of this cluster's start-up. wait=False returns as the workers start (a driver may start meanwhile:
         the master gives it executors as the workers register); wait_workers() then waits for them."""
         os.makedirs(os.path.join(self.dir, "work"), exist_ok=True)
-        self._deadline = time.monotonic() + timeout
+        self._timeout, self._deadline = timeout, time.monotonic() + timeout
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                                str(self.port), "--webui-port", str(self.ui_port)])
         self._wait(lambda: self.master_state().get("status") == "ALIVE", "the master was not ALIVE")
@@ -89,8 +89,8 @@ class Cluster:
                 if p.poll() is not None:
                     raise RuntimeError("a cluster daemon exited (code %s); logs in %s" % (p.returncode, self.dir))
             if time.monotonic() > self._deadline:
-                raise TimeoutError("%s within the start's timeout; logs in %s"
-                                   % (what() if callable(what) else what, self.dir))
+                raise TimeoutError("%s within %.0f s; logs in %s"
+                                   % (what() if callable(what) else what, self._timeout, self.dir))
             time.sleep(0.1)
 
     def master_state(self):
