@@ -52,15 +52,52 @@ def rows(spark, out):
     return [(r.body, r.qos) for r in spark.read.schema(ROWS).parquet(out).collect()]
 
 
+def committed_count(out):
+    """Rows in the files the sink's log has committed, from their Parquet footers (no Spark job): a cheap
+    test of whether a Spark read can have reached a count yet. Never the answer itself (that is rows())."""
+    import json
+    import pyarrow.parquet as pq
+    log, names = os.path.join(out, "_spark_metadata"), set()
+    try:
+        for f in os.listdir(log):
+            if not f.startswith(".") and not f.endswith(".tmp"):
+                with open(os.path.join(log, f)) as fh:
+                    names.update(os.path.basename(json.loads(line)["path"]) for line in fh if line.startswith("{"))
+        return sum(pq.read_metadata(os.path.join(out, name)).num_rows for name in names)
+    except (OSError, ValueError, KeyError):  # a log file being written, a file not there yet
+        return None
+
+
 def wait_rows(spark, out, n, q, timeout=90):
+    # A Spark read of the sink costs the streaming query it waits for a job's worth of the machine's two
+    # cores: read only once the committed files' footers say it can find n rows (or cannot tell).
     deadline = time.monotonic() + timeout
+    got = []
     while True:
-        got = rows(spark, out)
-        if len(got) >= n:
-            return got
+        k = committed_count(out)
+        if k is None or k >= n:
+            got = rows(spark, out)
+            if len(got) >= n:
+                return got
         assert q.exception() is None, q.exception()
-        assert time.monotonic() < deadline, (len(got), n, tinymqtt_spark.link_stats(q_ckpt(q)))
+        assert time.monotonic() < deadline, (len(got), k, n, tinymqtt_spark.link_stats(q_ckpt(q)))
         time.sleep(0.5)
+
+
+def final_link_stats(ckpt, limit=1.5):
+    """The link's stats once no process can rewrite them: the link's process (it rewrites the file each
+    second) has exited, or `limit` seconds have passed (then whatever it wrote last, as a fixed wait would)."""
+    end = time.monotonic() + limit
+    pid = tinymqtt_spark.link_stats(ckpt).get("pid")
+    while pid and time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:  # (not ours: another user's process took the number)
+            break
+        time.sleep(0.02)
+    return tinymqtt_spark.link_stats(ckpt)
 
 
 def q_ckpt(q):
@@ -97,11 +134,12 @@ def test_start_identity_and_a_second_query_refused(spark, mosq, tmp_path):
     publish(mosq, topic, 300, lambda i: 0, "live")  # QoS 0: only a live link gets them
     spool = tinymqtt_spark.spool_dir_for(ckpt)
     cid = tinymqtt_spark.session_client_id(spool)
-    # A second query on this session, by checkpoint or by client id, is refused when it is defined.
+    # A second query on this session, by checkpoint or by client id, is refused when it is defined. (The
+    # running query never lets go of its session: waiting 10 s, the default lockTimeout, would prove no more.)
     with pytest.raises(Exception, match="held by a running query \\(process %d" % live["pid"]):
-        load(spark, mosq, topic, ckpt)
+        load(spark, mosq, topic, ckpt, lockTimeout="1")
     with pytest.raises(Exception, match="held by a running query"):
-        load(spark, mosq, topic, str(tmp_path / "other"), clientId=cid)
+        load(spark, mosq, topic, str(tmp_path / "other"), clientId=cid, lockTimeout="1")
     # Another checkpoint is another session, created beside the running one.
     other = str(tmp_path / "third")
     load(spark, mosq, topic, other)
@@ -146,8 +184,7 @@ def test_available_now_runs_with_default_broker_limits_lose_nothing(spark, tmp_p
             # acknowledged before that only when Spark planned one more (empty) batch, which a once-run never
             # does and an availableNow run usually does; else the next run acknowledges it at its start, from
             # the checkpoint. The last run here brings nothing new: everything must be acknowledged after it.
-            time.sleep(1.5)  # (the link's stats file is rewritten each second)
-            s = tinymqtt_spark.link_stats(ckpt)
+            s = final_link_stats(ckpt)
             left.append(s["unacked"])
             got = rows(spark, out)
             assert len({body for body, _ in got}) == len(expected), (run, len(got), len(expected), s)

@@ -170,8 +170,9 @@ def tail(path, n=30):
 
 # ------------------------------------------------------------------------------------------ the report
 
-def retained_status(broker, prefix, wait=1.5):
-    """The broker's retained status topics, read by a fresh subscriber: {device: status}."""
+def retained_status(broker, prefix, devices, wait=1.5):
+    """The broker's retained status topics, read by a fresh subscriber: {device: status}. The broker sends
+    them all right after the SUBACK; this stops once every device's is in, or after `wait` seconds."""
     from tinymqtt.client import Client
     seen = {}
     c = Client(broker.host, broker.port, client_id="demo-status-%d" % os.getpid(), version=5)
@@ -186,7 +187,7 @@ def retained_status(broker, prefix, wait=1.5):
     c.connect()
     c.subscribe("%s/+/status" % prefix, 1)
     end = time.monotonic() + wait
-    while time.monotonic() < end:
+    while time.monotonic() < end and len(seen) < devices:
         c.loop(0.1)
     c.disconnect()
     return seen
@@ -290,12 +291,16 @@ def main(argv=None):
             from tools.spark.cluster import Cluster
             os.makedirs(os.path.join(d, "cluster"))
             t = time.time()
-            cluster = Cluster(a.cluster, os.path.join(d, "cluster"), python=sys.executable).start()
-            print("demo: Spark standalone cluster %s with %d workers up in %.1f s" % (cluster.url, a.cluster,
-                                                                                      time.time() - t))
+            cluster = Cluster(a.cluster, os.path.join(d, "cluster"), python=sys.executable).start(wait=False)
         master = cluster.url if cluster else None
+        # On a cluster the job starts once the master is up, while the workers start: the master gives the
+        # job its executors as the workers register, and the job waits for them before its first batch.
         p1 = Pipeline(d, broker.address, prefix, 1, master).start()
         pipes.append(p1)
+        if cluster:
+            cluster.wait_workers()
+            print("demo: Spark standalone cluster %s with %d workers up in %.1f s" % (cluster.url, a.cluster,
+                                                                                      time.time() - t))
         p1.wait_for("READY", 240)
         print("demo: Spark job up and subscribed in %.1f s (pid %d)" % (p1.ready_at - p1.started, p1.proc.pid))
 
@@ -325,7 +330,7 @@ def main(argv=None):
         last.wait_for("READY", 240)
         if killed_at:
             print("demo: restarted Spark job ready %.1f s after the kill" % (last.ready_at - killed_at))
-        status_direct = retained_status(broker, prefix)
+        status_direct = retained_status(broker, prefix, a.devices)
         open(os.path.join(d, "drain"), "w").close()
         last.wait_for("AUDITED", 600)
         last.proc.wait(60)

@@ -131,6 +131,14 @@ class Config:
         self.fail_on_data_loss = _truth(o.get("failondataloss", "true"))
         self.create_session = _truth(o.get("createsession", "true"))
         self.connect_timeout = float(o.get("connecttimeout", 30))
+        # How long load() waits for a session another process holds (a query stopping may take seconds to
+        # let go of it) before it refuses: a second query on one session is refused either way.
+        try:
+            self.lock_timeout = float(o.get("locktimeout", 10))
+        except ValueError:
+            raise ValueError("option lockTimeout=%r: seconds (a number)" % o.get("locktimeout")) from None
+        if not self.lock_timeout >= 0:
+            raise ValueError("option lockTimeout=%r: seconds, 0 or more" % o.get("locktimeout"))
         self.quiet_s = self._int(o, "availablenowquietms", o.get("availablenowquietms", 1000)) / 1000
         self.available_now_max_s = float(o.get("availablenowmaxseconds", 300))
         self.username, self.password = o.get("username"), o.get("password")
@@ -162,7 +170,7 @@ class Config:
         from tinymqtt_spark.link import open_session
         return open_session(self.host, self.port, self.client_id, self.topics, self.spool_dir, qos=self.qos,
                             session_expiry=self.session_expiry, tls=self.tls, username=self.username,
-                            password=self.password, timeout=self.connect_timeout)
+                            password=self.password, timeout=self.connect_timeout, lock_timeout=self.lock_timeout)
 
 
 class MQTTDataSource(DataSource):

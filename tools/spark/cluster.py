@@ -44,6 +44,11 @@ class Cluster:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
         env.update(SPARK_HOME=spark_home(), SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY="256m",
                    SPARK_LOG_DIR=os.path.join(self.dir, "logs"), SPARK_WORKER_DIR=os.path.join(self.dir, "work"))
+        # The master and workers only keep the cluster's books (registrations, heartbeats, executor launches):
+        # HotSpot's optimising compiler costs them seconds of CPU at start-up that they never get back, and on
+        # two cores that CPU is taken from the driver and executors starting beside them. The quick compiler
+        # alone, unless the caller's environment says otherwise. (Executors and the driver are not affected.)
+        env.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
         if self.python:
             env["PYSPARK_PYTHON"] = self.python
         return env
@@ -55,25 +60,38 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def start(self, timeout=120.0):
+    def start(self, timeout=120.0, wait=True):
+        """The master first, the workers once it is ALIVE: a worker that registers with a master still electing
+        itself gets no answer and tries again only 5-15 s later (Spark's fixed, randomised retry), which was
+        most of this cluster's start-up. wait=False returns as the workers start (a driver may start meanwhile:
+        the master gives it executors as the workers register); wait_workers() then waits for them."""
         os.makedirs(os.path.join(self.dir, "work"), exist_ok=True)
+        self._timeout, self._deadline = timeout, time.monotonic() + timeout
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                                str(self.port), "--webui-port", str(self.ui_port)])
+        self._wait(lambda: self.master_state().get("status") == "ALIVE", "the master was not ALIVE")
         for i in range(self.n):
             self._spawn("worker-%d" % (i + 1), ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                                                 "--cores", str(self.cores), "--memory", self.memory, "--webui-port",
                                                 str(self.worker_ui[i]), "--work-dir", os.path.join(self.dir, "work"),
                                                 self.url])
-        deadline = time.monotonic() + timeout
-        while len(self.alive_workers()) < self.n:
+        return self.wait_workers() if wait else self
+
+    def wait_workers(self):
+        """Returns once every worker has registered with the master (ALIVE in its state)."""
+        self._wait(lambda: len(self.alive_workers()) >= self.n,
+                   lambda: "%d of %d workers registered" % (len(self.alive_workers()), self.n))
+        return self
+
+    def _wait(self, ready, what):
+        while not ready():
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError("a cluster daemon exited (code %s); logs in %s" % (p.returncode, self.dir))
-            if time.monotonic() > deadline:
-                raise TimeoutError("%d of %d workers registered within %.0f s; logs in %s"
-                                   % (len(self.alive_workers()), self.n, timeout, self.dir))
-            time.sleep(0.3)
-        return self
+            if time.monotonic() > self._deadline:
+                raise TimeoutError("%s within %.0f s; logs in %s"
+                                   % (what() if callable(what) else what, self._timeout, self.dir))
+            time.sleep(0.1)
 
     def master_state(self):
         try:
