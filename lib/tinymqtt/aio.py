@@ -525,17 +525,9 @@ class AsyncClient(Driver):
                 await self._queued.wait()  # (no await since the check: a message queued meanwhile wakes it)
 
     def _event(self, ev, value, reason):
-        if ev == _PUBLISH:  # the session reuses the message and its buffer once this returns: keep a copy
-            box = self._inbox
-            n = self._inbox_n
-            m = box[(self._inbox_head + n) % len(box)] = Message(value.topic, bytes(value.payload), value.qos,
-                                                                 value.retain, value.dup, value.pid, value.props)
-            if m.qos:  # held by app_acks.py: only this copy acknowledges it (not one from a lost session)
-                self.session._held[m.pid] = m
-            self._inbox_n = n + 1
-            if n + 1 == len(box):
-                self.session.hold = True  # received() stops before the next packet
-            self._changed.set()
+        # Every ack passes here: the dispatch only (a received message's copy is _keep()'s)
+        if ev == _PUBLISH:
+            self._keep(value)
             return
         if Driver._event(self, ev, value, reason):  # a flow someone awaits ended
             self._ended.set()
@@ -543,6 +535,20 @@ class AsyncClient(Driver):
             self._wake_all()  # again under a new packet id; a new session's flights may have freed every slot
         elif self.session.flights.count <= self._room_at:  # (an ack, a flow lost: a slot may be free)
             self._room.set()
+
+    def _keep(self, message):
+        # A received message into the inbox for messages(): a copy, as the session reuses the message and its buffer
+        # once _event() returns
+        box = self._inbox
+        n = self._inbox_n
+        m = box[(self._inbox_head + n) % len(box)] = Message(message.topic, bytes(message.payload), message.qos,
+                                                             message.retain, message.dup, message.pid, message.props)
+        if m.qos:  # held by app_acks.py: only this copy acknowledges it (not one from a lost session)
+            self.session._held[m.pid] = m
+        self._inbox_n = n + 1
+        if n + 1 == len(box):
+            self.session.hold = True  # received() stops before the next packet
+        self._changed.set()
 
     async def __aenter__(self):
         await self.connect()
