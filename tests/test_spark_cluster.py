@@ -14,21 +14,13 @@ pq = pytest.importorskip("pyarrow.parquet")
 from tools.demo import main as demo  # noqa: E402
 from tools.fleet.sim import read_manifest  # noqa: E402
 from tests.support.report import record  # noqa: E402
+from tests.support.sink_log import committed_files  # noqa: E402
 
 
 def committed_rows(out):
     """(device, seq) of every telemetry row in the files the sink's log committed (not stray ones)."""
-    names = set()
-    log = os.path.join(out, "_spark_metadata")
-    for f in os.listdir(log):
-        if f.startswith("."):  # checksum files
-            continue
-        with open(os.path.join(log, f)) as fh:
-            for line in fh:
-                if line.startswith("{"):
-                    names.add(os.path.basename(json.loads(line)["path"]))
     rows = []
-    for name in names:
+    for name in committed_files(out):
         t = pq.read_table(os.path.join(out, name), columns=["kind", "device", "seq"]).to_pydict()
         rows += [(d, s) for k, d, s in zip(t["kind"], t["device"], t["seq"]) if k == "telemetry"]
     return rows

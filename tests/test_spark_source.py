@@ -17,6 +17,7 @@ import tinymqtt_spark  # noqa: E402
 from tinymqtt.client import Client  # noqa: E402
 from tests.support.broker import Mosquitto  # noqa: E402
 from tests.support.report import record  # noqa: E402
+from tests.support.sink_log import committed_files  # noqa: E402
 
 ROWS = "topic STRING, body STRING, qos INT"
 
@@ -55,15 +56,9 @@ def rows(spark, out):
 def committed_count(out):
     """Rows in the files the sink's log has committed, from their Parquet footers (no Spark job): a cheap
     test of whether a Spark read can have reached a count yet. Never the answer itself (that is rows())."""
-    import json
     import pyarrow.parquet as pq
-    log, names = os.path.join(out, "_spark_metadata"), set()
     try:
-        for f in os.listdir(log):
-            if not f.startswith(".") and not f.endswith(".tmp"):
-                with open(os.path.join(log, f)) as fh:
-                    names.update(os.path.basename(json.loads(line)["path"]) for line in fh if line.startswith("{"))
-        return sum(pq.read_metadata(os.path.join(out, name)).num_rows for name in names)
+        return sum(pq.read_metadata(os.path.join(out, name)).num_rows for name in committed_files(out))
     except (OSError, ValueError, KeyError):  # a log file being written, a file not there yet
         return None
 
@@ -92,9 +87,7 @@ def final_link_stats(ckpt, limit=1.5):
     while pid and time.monotonic() < end:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        except PermissionError:  # (not ours: another user's process took the number)
+        except (ProcessLookupError, PermissionError):  # (PermissionError: another user's process took the number)
             break
         time.sleep(0.02)
     return tinymqtt_spark.link_stats(ckpt)
