@@ -127,23 +127,27 @@ class Driver:
             answer = self.on_auth(value)
             if answer:
                 self.session.auth(*answer)
-        else:  # a flow ended: PUBACK, PUBREC (refused), PUBCOMP (value: the packet id) or SUBACK, UNSUBACK, LOST
-            # (value: a Packet); kept while awaited, and a failure until wait_for() asks. (DISCONNECT, AUTH: their
-            # Packet's pid is 0, which is never awaited)
-            d = self._done
-            pid = value
-            r = reason
-            if ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
-                r = 0
-            if ev > _PUBCOMP:
-                pid = value.pid
-                r = _GONE if ev == _LOST else value
-            if pid in d or isinstance(r, int) and r >= 0x80 and len(d) < 64:  # (bounded: past 64 failures nobody
-                d[pid] = r  # asked about, no more are kept; on_event had each)
-                ended = True
+        else:
+            ended = self._record(ev, value, reason)
         if self.on_event:
             self.on_event(ev, value, reason)
         return ended
+
+    def _record(self, ev, value, reason):
+        # A flow ended: PUBACK, PUBREC (refused), PUBCOMP (value: the packet id) or SUBACK, UNSUBACK, LOST (value:
+        # a Packet). Kept in _done while awaited, and a failure until wait_for() asks; True when kept. (DISCONNECT,
+        # AUTH: their Packet's pid is 0, which is never awaited)
+        pid = value
+        if ev == _PUBCOMP:  # past PUBREC the server has the message: 0x92 (it forgot the id) is no refusal
+            reason = 0
+        elif ev > _PUBCOMP:
+            pid = value.pid
+            reason = _GONE if ev == _LOST else value
+        d = self._done
+        if pid in d or isinstance(reason, int) and reason >= 0x80 and len(d) < 64:  # (bounded: past 64 failures
+            d[pid] = reason  # nobody asked about, no more are kept; on_event had each)
+            return True
+        return False
 
     def _outcome(self, pid):
         # How the flow of pid ended, taken from the table (None: not recorded, or the client closed); raises

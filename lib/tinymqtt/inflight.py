@@ -130,6 +130,10 @@ if _FLOW_CHECKS:  # names for the check's message
     _EVENT_NAMES = ("QUEUE LEND WRITE_QOS0 WRITE_QOS1 WRITE_QOS2 WRITE_PUBREL GOT_PUBACK GOT_PUBREC GOT_REFUSAL "
                     "GOT_PUBCOMP GOT_SUBACK SEND_AGAIN SESSION_GONE REPUBLISH")
 
+    def _no_move(state, event):
+        raise AssertionError("no outbound flow moves from %s on %s" % (_STATE_NAMES.split()[state],
+                                                                        _EVENT_NAMES.split()[event]))
+
 
 def ticks_diff(a, b):
     """a - b for millisecond clocks that wrap at 2**30 (MicroPython's ticks_ms on 32-bit boards; the ports give
@@ -204,14 +208,15 @@ class Inflight:
         """Moves slot i as the table's row for (its state, event) says; returns the row's action. The one place a
         slot changes state; FREE drops the message."""
         old = self.state[i]
-        key = old << 4 | event
-        if _FLOW_CHECKS and key not in _FLOWS:
-            raise AssertionError("no outbound flow moves from %s on %s" % (_STATE_NAMES.split()[old],
-                                                                            _EVENT_NAMES.split()[event]))
-        row = _FLOWS[key]
+        row = _FLOWS.get(old << 4 | event)
+        if _FLOW_CHECKS and row is None:
+            _no_move(old, event)  # (raises)
         new = row >> 4
-        if _MQTT5:
-            self.unacked += (_FIRST_ON_WIRE <= new <= _LAST_ON_WIRE) - (_FIRST_ON_WIRE <= old <= _LAST_ON_WIRE)
+        if _MQTT5:  # a flow leaving or entering the wire
+            if _FIRST_ON_WIRE <= old <= _LAST_ON_WIRE:
+                self.unacked -= 1
+            if _FIRST_ON_WIRE <= new <= _LAST_ON_WIRE:
+                self.unacked += 1
         self.state[i] = new
         if _RETRY and self.sent_at:
             self.sent_at[i] = now

@@ -366,21 +366,34 @@ class Session:
     def pump(self):
         """Sends the SUBSCRIBEs waiting for a connection, then queued messages and PUBREL resends, in order, while
         packet ids, the window and `out` have room. True when connected and nothing waits any more."""
+        # (called at every publish and every ack, where nothing waits: the work is in the two steps below)
         if self.state != _CONNECTED:
-            return
+            return False
         if _STREAM and self._feed and not self._feed.feed(self):
-            return  # a streamed payload still owns `out`: nothing may come between its bytes
-        f = self.flights
-        todo = self._resub_todo
+            return False  # a streamed payload still owns `out`: nothing may come between its bytes
+        if self._resub_todo:
+            self._resubscribe()
+        if self.flights.queued and not self._send_queued():
+            return False
+        return not self._resub_todo
+
+    def _resubscribe(self):
         # One SUBSCRIBE a filter still subscribed (one unsubscribed meanwhile is skipped), with its options and
-        # properties: it fits, as subscribe() checked its whole request.
+        # properties: it fits, as subscribe() checked its whole request. Stops when no packet id or room is left
+        # (the queued messages may still go).
+        todo = self._resub_todo
         while todo:
             t = todo[0]
             o = self.subs.get(t)
             if o and not self._request(_SUBSCRIBE, [(t, o[0])], o[1]):
-                break  # (the queued messages may still go)
+                return
             del todo[0]
-        ring = f.ring  # the send queue, oldest first (inflight.py), with stale entries
+
+    def _send_queued(self):
+        # The send queue, oldest first (inflight.py's ring, with stale entries), while the window and `out` have
+        # room. True when it is empty.
+        f = self.flights
+        ring = f.ring
         while f.queued:
             i = ring[f.head]
             st = f.state[i]
@@ -390,13 +403,13 @@ class Session:
                 continue
             if st == _RESEND_PUBREL:
                 if self.out_size - self.outlen < 8:
-                    return
+                    return False
                 f.step(i, _WRITE_PUBREL, self._now)
                 self._send(_PUBREL, f.pid[i], 0)
                 continue
             q = f.qos[i]
             if _MQTT5 and q and f.unacked >= self.server_receive_maximum:  # MQTT 5's window (3.x: the slots alone)
-                return
+                return False
             # A PUBLISH, with DUP when it is sent again (a build without MQTT 5 keeps no props: 3.x carries none)
             t = f.topic[i]
             pl = f.payload[i]
@@ -408,7 +421,7 @@ class Session:
                 k = len(pl)
                 pl = b""
             if n - k > self.out_size - self.outlen:
-                return
+                return False
             a = _MQTT5 and self._aliased and self.aliases.lookup(t)  # (as in publish())
             self.outlen += encode_publish(self.out, self.version, t, pl, q, f.retain[i], dup, f.pid[i], pr, a,
                                           self.outlen, k)
@@ -416,7 +429,7 @@ class Session:
             if k:
                 f.payload[i].begin(self, q)
             f.step(i, _WRITE_QOS0 + q, self._now)  # the flow table: WAIT_PUBACK, WAIT_PUBREC, or FREE for QoS 0
-        return not todo
+        return True
 
     def _size(self, t, pl, q, dup, pr):
         # The exact size of a PUBLISH as the codec will write it (a streamed payload counted whole; the packet id's
