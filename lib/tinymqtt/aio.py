@@ -348,7 +348,8 @@ class AsyncClient(Driver):
         if length is not None:  # (written now, piece by piece: not left to the writer task)
             return self.flush()
         if _DONE and self._tasks and s.outlen * 2 < s.out_size:  # room for more: the writer task sends it
-            self._queued.set()
+            if self._queued.waiting.peek():  # it waits: wake it (else it is due to run, and writes this too)
+                self._queued.set()
             return _DONE
         return self.flush()
 
