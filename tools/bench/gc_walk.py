@@ -15,7 +15,8 @@
 # own; LOW_HEAP=1: a build whose heap lies at 256 MB, where id() gives small ints as on a board, not above 1 GiB;
 # OUT_SIZE, IN_SIZE: the clients' buffers, 65536 each as the bench's publishers have), RUNS times each, through
 # the bench's mosquitto with a subscriber taking every message (as the bench's counter does), and prints per
-# message: allocations, table bytes searched per allocation, msgs/s, CPU, bytes still allocated.
+# message: allocations, table bytes searched per allocation, msgs/s, CPU, bytes still allocated. N: messages per run
+# (50000). TRACE=K: every K messages, where the search starts and where the last frame went, beside the buffers.
 import hashlib
 import json
 import os
@@ -29,24 +30,30 @@ from tools.bench.broker import BenchBroker
 
 ROOT = mp32.REPO
 APP = os.path.join(ROOT, "tools", "bench", "gc_walk_app.py")
-N = 50000
+N = int(os.environ.get("N", 50000))
 
-# The counter: two edits to MicroPython's own source (py/gc.c counts, py/modgc.c adds gc.walk()).
+# The counter: two edits to MicroPython's own source (py/gc.c counts, py/modgc.c adds gc.walk()). gc.walk() returns
+# (allocations, allocation-table bytes searched, the block where the next search starts (gc_last_free_atb_index),
+# the block of the last allocation larger than one block (a call frame, mostly), the heap's first address).
 PATCHES = {
     "py/gc.c": [
         ("void *gc_alloc(size_t n_bytes, unsigned int alloc_flags) {",
-         "size_t gc_walk_allocs, gc_walk_scanned;\n"
+         "size_t gc_walk_allocs, gc_walk_scanned, gc_walk_last_multi;\n"
          "void *gc_alloc(size_t n_bytes, unsigned int alloc_flags) {"),
         ("found:\n",
          "found:\n    gc_walk_allocs++;\n"
-         "    gc_walk_scanned += i / BLOCKS_PER_ATB - area->gc_last_free_atb_index;\n"),
+         "    gc_walk_scanned += i / BLOCKS_PER_ATB - area->gc_last_free_atb_index;\n"
+         "    if (n_free > 1) gc_walk_last_multi = i - n_free + 1;\n"),
     ],
     "py/modgc.c": [
         ("static mp_obj_t gc_mem_free(void) {",
-         "extern size_t gc_walk_allocs, gc_walk_scanned;\n"
+         "extern size_t gc_walk_allocs, gc_walk_scanned, gc_walk_last_multi;\n"
          "static mp_obj_t gc_walk(void) {\n"
-         "    mp_obj_t t[2] = {mp_obj_new_int_from_uint(gc_walk_allocs), mp_obj_new_int_from_uint(gc_walk_scanned)};\n"
-         "    return mp_obj_new_tuple(2, t);\n"
+         "    mp_obj_t t[5] = {mp_obj_new_int_from_uint(gc_walk_allocs), mp_obj_new_int_from_uint(gc_walk_scanned),\n"
+         "        mp_obj_new_int_from_uint(MP_STATE_MEM(area).gc_last_free_atb_index * 4),\n"  # (4 blocks per table byte)
+         "        mp_obj_new_int_from_uint(gc_walk_last_multi),\n"
+         "        mp_obj_new_int_from_uint((size_t)MP_STATE_MEM(area).gc_pool_start)};\n"
+         "    return mp_obj_new_tuple(5, t);\n"
          "}\n"
          "static MP_DEFINE_CONST_FUN_OBJ_0(gc_walk_obj, gc_walk);\n"
          "static mp_obj_t gc_mem_free(void) {"),
@@ -107,6 +114,13 @@ def run(exe, port, qos, client):
                                                   os.path.join(ROOT, "ports", "linux")]))
     p = subprocess.run([exe, "-X", "heapsize=32m", APP, str(port), str(qos), str(N), client], env=env,
                        capture_output=True, text=True, timeout=300)
+    for x in p.stdout.splitlines():
+        if x.startswith("TRACE "):
+            t = json.loads(x[6:])
+            print("  %7d messages: search starts at block %6d, last frame at %6d (buffers %s), %6.1f table bytes "
+                  "searched per allocation" % (t["sent"], t["start"], t["frame"],
+                                               " and ".join("%d-%d" % tuple(b) for b in t["buffers"]),
+                                               t["atb_per_alloc"]))
     got = [json.loads(x[7:]) for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     if p.returncode or not got:
         raise SystemExit("gc_walk: %s failed (exit %s): %s" % (client, p.returncode, p.stderr[-2000:]))

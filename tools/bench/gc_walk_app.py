@@ -6,14 +6,19 @@
 # RESULT {json}: msgs/s, the heap allocations made per message (gc_alloc calls: call frames too large for the C
 # stack, which MicroPython puts on the heap for the call and frees at its return, and real objects), how far each
 # allocation searched the allocation table (bytes of it, 4 blocks each) and the bytes still allocated per message.
+# TRACE=K (environment): also a line TRACE {json} every K messages: the heap block where gc_alloc's next search
+# starts, the block of the last call frame, the session's two buffers (blocks from-to) and the table bytes searched
+# per allocation since the last such line.
 import gc
 import json
 import os
 import sys
 import time
+import uctypes
 
 PORT, QOS, N, CLIENT = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 TOPIC, PAYLOAD = "bench/gcwalk", b"x" * 64
+TRACE = int(os.getenv("TRACE", "0"))
 OPTIONS = dict(reconnect=False, client_id="gcwalk", version=4, max_inflight=int(os.getenv("WINDOW", "1000")),
                out_size=int(os.getenv("OUT_SIZE", "65536")), max_packet_size=int(os.getenv("IN_SIZE", "65536")))
 
@@ -25,9 +30,21 @@ def cpu():
 
 
 class Count:
-    def start(self):
+    def start(self, session):
         gc.collect()
         self.heap, self.walk, self.cpu, self.t = gc.mem_alloc(), gc.walk(), cpu(), time.ticks_us()
+        self.last = self.walk
+        # (TRACE: where the session's two buffers lie, in heap blocks of 16 bytes)
+        block = lambda b: (uctypes.addressof(b) - self.walk[4]) // 16
+        self.buffers = [(block(b), block(b) + len(b) // 16) for b in (session.inbuf, session.out)]
+
+    def sample(self, sent):
+        # TRACE: every TRACE messages, where the allocator's search starts and where the last call frame went, beside
+        # the buffers; and the table bytes searched per allocation since the last sample
+        w = gc.walk()
+        print("TRACE " + json.dumps({"sent": sent, "start": w[2], "frame": w[3], "buffers": self.buffers,
+                                     "atb_per_alloc": (w[1] - self.last[1]) / max(w[0] - self.last[0], 1)}))
+        self.last = w
 
     def result(self):
         s = time.ticks_diff(time.ticks_us(), self.t) / 1e6
@@ -43,9 +60,11 @@ def blocking():
     c = Client("127.0.0.1", PORT, batch=True, **OPTIONS)
     c.connect()
     count = Count()
-    count.start()
-    for _ in range(N):
+    count.start(c.session)
+    for sent in range(1, N + 1):
         c.publish(TOPIC, PAYLOAD, QOS)
+        if TRACE and not sent % TRACE:
+            count.sample(sent)
     while c.session.flights.count:
         c.loop(0.01)
     count.result()
@@ -58,7 +77,7 @@ async def aio():
     c = AsyncClient("127.0.0.1", PORT, **OPTIONS)
     await c.connect()
     count = Count()
-    count.start()
+    count.start(c.session)
     sent = 0
     while sent < N:
         if CLIENT == "aio":
@@ -67,6 +86,8 @@ async def aio():
             await c.flush()
             continue
         sent += 1
+        if TRACE and not sent % TRACE:
+            count.sample(sent)
     await c.flush()
     while c.session.flights.count:
         await asyncio.sleep_ms(1)
