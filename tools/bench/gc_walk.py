@@ -50,7 +50,8 @@ PATCHES = {
          "extern size_t gc_walk_allocs, gc_walk_scanned, gc_walk_last_multi;\n"
          "static mp_obj_t gc_walk(void) {\n"
          "    mp_obj_t t[5] = {mp_obj_new_int_from_uint(gc_walk_allocs), mp_obj_new_int_from_uint(gc_walk_scanned),\n"
-         "        mp_obj_new_int_from_uint(MP_STATE_MEM(area).gc_last_free_atb_index * 4),\n"  # (4 blocks per table byte)
+         # (4 blocks per table byte)
+         "        mp_obj_new_int_from_uint(MP_STATE_MEM(area).gc_last_free_atb_index * 4),\n"
          "        mp_obj_new_int_from_uint(gc_walk_last_multi),\n"
          "        mp_obj_new_int_from_uint((size_t)MP_STATE_MEM(area).gc_pool_start)};\n"
          "    return mp_obj_new_tuple(5, t);\n"
