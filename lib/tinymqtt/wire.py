@@ -13,7 +13,12 @@ NAMES = ("reserved CONNECT CONNACK PUBLISH PUBACK PUBREC PUBREL PUBCOMP SUBSCRIB
 
 
 def _vbi_len(v):
-    return 1 + (v > 127) + (v >> 14 > 0) + (v >> 21 > 0)  # (past 127, 16383, 2097151)
+    # The bytes of a Variable Byte Integer (spec 1.5.5): 7 bits each
+    if v < 128:
+        return 1
+    if v < 16384:
+        return 2
+    return 3 if v < 2097152 else 4
 
 
 def put(b, pos, v, n):
