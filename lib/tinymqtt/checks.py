@@ -55,14 +55,15 @@ def _props(s, props, ptype, what, retain):
 def check_size(s, n, what, arg):
     """A packet of n bytes (what: its type's name) we are about to queue: within our send limit, the out_size
     option (on CPython it grows to it: docs/options.md), and within the server's Maximum Packet Size."""
+    if n <= s._send_max:  # (the smaller of the two limits below)
+        return
     own = s._out_max or s.out_size
     if n > own:
         raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds out_size %d, the largest packet this client sends "
                                        "(the out_size option raises it; it defaults to max_packet_size)"
                                  % (arg, n, what, own))
-    if _MQTT5 and n > s._server_max:  # (a 3.x server announces none)
-        raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds the server's Maximum Packet Size %d"
-                                 % (arg, n, what, s._server_max))
+    raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds the server's Maximum Packet Size %d"
+                             % (arg, n, what, s._server_max))
 
 
 def check_subscribe(s, topics, props, t):

@@ -229,6 +229,11 @@ class Session:
         out_size = out_size or max_packet_size  # (0: as large as inbuf)
         self.out = bytearray(out_size)
         self.out_size = out_size  # what every room check reads (out_size - outlen)
+        # The largest packet we may send, the smaller of our own limit (out_size, or what `out` may grow to) and the
+        # server's Maximum Packet Size (Session5 sets it at CONNACK): what checks.check_size reads on every publish,
+        # kept on the instance (docs/micropython32.md, "What one call costs": a default read from the class costs
+        # MicroPython a search of the instance's table first)
+        self._send_max = min(self._out_max or out_size, self._server_max)
         self.outlen = 0
         self.flights = Inflight(max_inflight, retry_ms)  # (send times only for the 3.x retry timer)
         self.subs = {}  # filter -> (options, props): what a new session must subscribe again
@@ -336,7 +341,7 @@ class Session:
         if _MQTT5 and k and n > self._server_max:  # (MQTT 5: the server's Maximum Packet Size)
             raise LocalProtocolError(0x95, "payload: a %d-byte PUBLISH exceeds the server's Maximum Packet Size %d"
                                      % (n, self._server_max))
-        if _GROW and self._out_max and self.outlen + n - k > self.out_size:
+        if _GROW and self.outlen + n - k > self.out_size and self._out_max:
             self._fit(n - k)
         f = self.flights
         # It goes out now when nothing waits ahead of it, `out` has room, and for QoS 1/2 MQTT 5's window allows
@@ -441,7 +446,7 @@ class Session:
             self._aliased = False
             if self.version == _V5 and self.aliases.max and not dup:
                 m = encode_publish(None, self.version, t, pl, q, False, dup, 1, pr, 1)  # with a Topic Alias
-                if m <= self._server_max and m <= (self._out_max or self.out_size):
+                if m <= self._send_max:
                     n = m
                     self._aliased = True
         return n
@@ -471,7 +476,7 @@ class Session:
                 raise LocalProtocolError(0x84, "handler: per-subscription handlers are handlers.py's, which this build "
                                                "leaves out (profile mqtt311): on_message gets every message")
         n = check_subscribe(self, topics, props, _SUBSCRIBE)  # (an invalid one, recorded, would fail at every reconnect)
-        if _GROW and self._out_max and self.outlen + n > self.out_size:
+        if _GROW and self.outlen + n > self.out_size and self._out_max:
             self._fit(n)
         offline = self.state != _CONNECTED  # sent once connected (pump)
         pid = 0 if offline else self._ask(_SUBSCRIBE, topics, props)  # (first: a refusal records nothing)
@@ -519,7 +524,7 @@ class Session:
 
     def unsubscribe(self, filters, props=None):
         n = check_subscribe(self, filters, props, _UNSUBSCRIBE)
-        if _GROW and self._out_max and self.outlen + n > self.out_size:
+        if _GROW and self.outlen + n > self.out_size and self._out_max:
             self._fit(n)
         pid = self._ask(_UNSUBSCRIBE, filters, props) if self.state == _CONNECTED else 0
         self._forget(filters)

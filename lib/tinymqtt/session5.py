@@ -57,6 +57,7 @@ class Session5(Session):
         self.server_receive_maximum = pr.get(_RECEIVE_MAXIMUM, 65535)
         m = pr.get(_MAXIMUM_PACKET_SIZE, 268435460)
         self._server_max = m  # (checks.check_size holds every packet we send to it)
+        self._send_max = min(self._out_max or self.out_size, m)
         # What the server supports (MQTT 5 section 3.2.2.3): publish() and subscribe() refuse the rest.
         self.retain_available = pr.get(_RETAIN_AVAILABLE, 1)
         self.maximum_qos = pr.get(_MAXIMUM_QOS, 2)
