@@ -55,8 +55,13 @@ def _props(s, props, ptype, what, retain):
 def check_size(s, n, what, arg):
     """A packet of n bytes (what: its type's name) we are about to queue: within our send limit, the out_size
     option (on CPython it grows to it: docs/options.md), and within the server's Maximum Packet Size."""
-    if n <= s._send_max:  # (the smaller of the two limits below)
-        return
+    if n > s._send_max:  # (the smaller of the two)
+        _refuse_size(s, n, what, arg)
+
+
+def _refuse_size(s, n, what, arg):
+    # Which limit the packet breaks. (Not in check_size: that one runs at every publish, and a frame as large as
+    # these messages need goes on MicroPython's heap, docs/micropython32.md)
     own = s._out_max or s.out_size
     if n > own:
         raise LocalProtocolError(0x95, "%s: a %d-byte %s exceeds out_size %d, the largest packet this client sends "

@@ -90,11 +90,18 @@ class Packet:
 
 # ---------------------------------------------------------------- framing and decoding
 
+def _oversize(n, limit):
+    return RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d" % (n, limit))
+
+
 def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
     header is incomplete. Refuses a packet over max_packet_size (0x95) before anyone allocates or reads its body."""
+    # (at every packet received: a while loop, as a for loop's iterator takes four more words of the frame, and the
+    # oversize error made elsewhere, so that MicroPython keeps the frame on the C stack, docs/micropython32.md)
     rl = 0
-    for i in range(1, 5):
+    i = 1  # the Remaining Length's bytes follow the first byte, 7 bits in each
+    while i < 5:
         if i >= n:
             return 0
         d = buf[pos + i]
@@ -104,9 +111,9 @@ def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
                 raise RemoteProtocolError(0x81, "Remaining Length in non-minimal form")
             rl += i + 1  # (the whole packet's length)
             if rl > max_packet_size:
-                raise RemoteProtocolError(0x95, "packet of %d bytes exceeds the maximum packet size %d"
-                                          % (rl, max_packet_size))
+                raise _oversize(rl, max_packet_size)
             return rl
+        i += 1
     raise RemoteProtocolError(0x81, "Remaining Length longer than 4 bytes")
 
 

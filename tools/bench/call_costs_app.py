@@ -66,6 +66,25 @@ def nothing():
     pass
 
 
+# One attribute read on each session: an instance attribute (found through MicroPython's map cache) and a default
+# kept in the class (looked for in the instance's table first, to its next empty slot: how long that takes depends
+# on how full the table is and where the name's hash falls; app_acks.extended(Session) has 4 attributes more)
+def plain_found():
+    return plain.outlen
+
+
+def plain_class_default():
+    return plain._server_max  # (3.x: the class's default, no server announces one)
+
+
+def aio_found():
+    return aio.session.outlen
+
+
+def aio_class_default():
+    return aio.session._server_max
+
+
 def best_of(call, locked):
     # locked: under heap_lock(), where MicroPython keeps every call's frame on the C stack (the interpreter's own
     # cost); else frames larger than 11 words go on the heap, and the allocator's search for room is counted too
@@ -88,6 +107,9 @@ def best_of(call, locked):
 result = []  # [name, us with the heap locked, us], in this order (a MicroPython dict keeps none)
 for name, call in (("loop", nothing), ("Session.publish q0", session_publish),
                    ("asyncio session's publish q0", aio_session_publish), ("Client.publish q0", client_publish),
-                   ("AsyncClient.publish q0", aio_publish), ("AsyncClient._event PUBACK", aio_event_puback)):
+                   ("AsyncClient.publish q0", aio_publish), ("AsyncClient._event PUBACK", aio_event_puback),
+                   ("Session: an instance attribute", plain_found), ("Session: a class default", plain_class_default),
+                   ("asyncio session: an instance attr.", aio_found),
+                   ("asyncio session: a class default", aio_class_default)):
     result.append([name, best_of(call, True), best_of(call, False)])
 print("RESULT " + json.dumps(result))
