@@ -94,9 +94,11 @@ class Cluster:
             time.sleep(0.1)
 
     def master_state(self):
+        # {} while the master cannot say: not listening yet, or (ValueError) an HTML page where its JSON belongs,
+        # as its UI answered once right after it started (its log: ALIVE by then)
         try:
             return get_json("http://127.0.0.1:%d/json/" % self.ui_port)
-        except OSError:
+        except (OSError, ValueError):
             return {}
 
     def alive_workers(self):
