@@ -97,8 +97,8 @@ def _oversize(n, limit):
 def frame(buf, n, max_packet_size=_MAX_PACKET, pos=0):
     """Total length of the packet starting at buf[pos] given n bytes there so far, or 0 while the fixed
     header is incomplete. Refuses a packet over max_packet_size (0x95) before anyone allocates or reads its body."""
-    # (at every packet received: a while loop, as a for loop's iterator takes four more words of the frame, and the
-    # oversize error made elsewhere, so that MicroPython keeps the frame on the C stack, docs/micropython32.md)
+    # (This runs for every packet received. A while loop and _oversize() keep its frame within MicroPython's 11 words
+    # on the C stack: a for loop's iterator takes four words more; docs/micropython32.md)
     rl = 0
     i = 1  # the Remaining Length's bytes follow the first byte, 7 bits in each
     while i < 5:
